@@ -1,0 +1,180 @@
+package mongostore
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+)
+
+// ExpiryMode says how expired session documents are removed from the
+// collection. Whatever the mode, the store never loads an expired session:
+// every read filters on expiresAt.
+type ExpiryMode int
+
+const (
+	// ExpiryTTL (the default) makes sure a TTL index {expiresAt: 1} with
+	// expireAfterSeconds: 0 exists, so that MongoDB deletes each document at
+	// its own expiresAt (within about a minute: the TTL monitor's period).
+	// NewStore fails with ErrTTLUnsupported if the server refuses TTL indexes.
+	ExpiryTTL ExpiryMode = iota
+
+	// ExpiryAuto uses a TTL index where the server supports it and falls
+	// back to ExpiryGC where it does not (FerretDB v1, some hosted services).
+	ExpiryAuto
+
+	// ExpiryGC runs a goroutine that deletes expired sessions every
+	// Config.GCInterval. It makes sure a plain (non-TTL) index on expiresAt
+	// exists so that sweeps do not scan the collection.
+	ExpiryGC
+
+	// ExpiryTTLAndGC does both: a TTL index and the GC goroutine, for
+	// deployments that want expired documents gone sooner than the TTL
+	// monitor removes them.
+	ExpiryTTLAndGC
+
+	// ExpiryNone creates no index and starts no goroutine: the application
+	// deletes expired sessions itself, for example with Store.DeleteExpired
+	// from a cron job, or with Store.RunGC on a single instance.
+	ExpiryNone
+)
+
+// String returns the mode's name, for logs.
+func (m ExpiryMode) String() string {
+	switch m {
+	case ExpiryTTL:
+		return "ttl"
+	case ExpiryAuto:
+		return "auto"
+	case ExpiryGC:
+		return "gc"
+	case ExpiryTTLAndGC:
+		return "ttl+gc"
+	case ExpiryNone:
+		return "none"
+	default:
+		return fmt.Sprintf("ExpiryMode(%d)", int(m))
+	}
+}
+
+// Defaults used for zero Config fields and for Store.Options.
+const (
+	DefaultMaxAge             = 24 * 60 * 60 // seconds: the cookie's Max-Age and the idle timeout
+	DefaultIdleTimeout        = 24 * time.Hour
+	DefaultAbsoluteTimeout    = 7 * 24 * time.Hour
+	DefaultMaxSize            = 1 << 20 // bytes of encoded session values
+	DefaultGCInterval         = time.Minute
+	DefaultGCBatchSize        = 500
+	minKeyLength              = 32
+	maxMaxSize                = 15 << 20 // leaves room for the rest of a 16 MiB BSON document
+	minGCInterval             = 100 * time.Millisecond
+	defaultCookieMaxLength    = 4096
+	expiresAtIndexDefaultName = "expiresAt_1"
+)
+
+// Config is the store's configuration. The zero value is valid and gives the
+// defaults documented on each field. Cookie attributes are not here: they are
+// in Store.Options, as with sessions.CookieStore.
+type Config struct {
+	// Expiry says how expired documents are removed. Default ExpiryTTL.
+	Expiry ExpiryMode
+
+	// GCInterval is the time between two sweeps of the GC goroutine
+	// (ExpiryGC, ExpiryTTLAndGC, and ExpiryAuto on a server without TTL).
+	// Default one minute; at least 100ms.
+	GCInterval time.Duration
+
+	// GCBatchSize bounds how many documents one delete command of a sweep
+	// removes, so that a sweep never holds the server for long. Default 500.
+	GCBatchSize int
+
+	// DefaultIdleTimeout is the server-side idle timeout of sessions whose
+	// Options.MaxAge is 0 (cookies that last until the browser closes). For
+	// sessions with MaxAge > 0 the idle timeout is MaxAge. Each save moves the
+	// expiry forward by the idle timeout. Default 24 hours.
+	DefaultIdleTimeout time.Duration
+
+	// AbsoluteTimeout is the longest a session may live from its creation,
+	// whatever its activity: a save never moves expiresAt past
+	// creation + AbsoluteTimeout. Default 7 days; a negative value disables
+	// the absolute timeout.
+	AbsoluteTimeout time.Duration
+
+	// MaxSize is the largest encoded size, in bytes, of a session's values.
+	// Save refuses larger sessions with ErrTooLarge. Default 1 MiB; at most
+	// 15 MiB (MongoDB documents are limited to 16 MiB).
+	MaxSize int
+
+	// Codec encodes session values. Default GobCodec, as gorilla's stores.
+	Codec Codec
+
+	// IDHashKey, when set, makes the document _id HMAC-SHA256(IDHashKey, ID)
+	// instead of SHA-256(ID). Either way the database never holds a raw
+	// session ID. Changing it invalidates all sessions.
+	IDHashKey []byte
+
+	// AllowIDReuse turns strict mode off. In strict mode (the default), a
+	// session ID from a cookie whose document is missing or expired is never
+	// adopted: the next save gets a freshly generated ID. With AllowIDReuse,
+	// such an ID is reused when the session is saved again.
+	AllowIDReuse bool
+
+	// Logger receives the store's logs (GC sweeps, expiry mode decisions).
+	// Logs never contain session IDs or values. Default slog.Default().
+	Logger *slog.Logger
+
+	// Now returns the current time. The store computes expiresAt and filters
+	// reads with it, so application servers' clocks should be in sync with
+	// each other and with the database server. Default time.Now; tests may
+	// set a fake clock.
+	Now func() time.Time
+}
+
+// withDefaults validates c and returns a copy with defaults filled in.
+func (c Config) withDefaults() (Config, error) {
+	if c.Expiry < ExpiryTTL || c.Expiry > ExpiryNone {
+		return c, fmt.Errorf("%w: unknown Expiry mode %d", ErrInvalidConfig, int(c.Expiry))
+	}
+	if c.GCInterval == 0 {
+		c.GCInterval = DefaultGCInterval
+	}
+	if c.GCInterval < minGCInterval {
+		return c, fmt.Errorf("%w: GCInterval %v is shorter than %v", ErrInvalidConfig, c.GCInterval, minGCInterval)
+	}
+	if c.GCBatchSize == 0 {
+		c.GCBatchSize = DefaultGCBatchSize
+	}
+	if c.GCBatchSize < 0 {
+		return c, fmt.Errorf("%w: GCBatchSize %d is negative", ErrInvalidConfig, c.GCBatchSize)
+	}
+	if c.DefaultIdleTimeout == 0 {
+		c.DefaultIdleTimeout = DefaultIdleTimeout
+	}
+	if c.DefaultIdleTimeout < time.Second {
+		return c, fmt.Errorf("%w: DefaultIdleTimeout %v is shorter than a second", ErrInvalidConfig, c.DefaultIdleTimeout)
+	}
+	if c.AbsoluteTimeout == 0 {
+		c.AbsoluteTimeout = DefaultAbsoluteTimeout
+	}
+	if c.AbsoluteTimeout > 0 && c.AbsoluteTimeout < time.Second {
+		return c, fmt.Errorf("%w: AbsoluteTimeout %v is shorter than a second", ErrInvalidConfig, c.AbsoluteTimeout)
+	}
+	if c.MaxSize == 0 {
+		c.MaxSize = DefaultMaxSize
+	}
+	if c.MaxSize < 0 || c.MaxSize > maxMaxSize {
+		return c, fmt.Errorf("%w: MaxSize %d is not between 1 and %d", ErrInvalidConfig, c.MaxSize, maxMaxSize)
+	}
+	if c.Codec == nil {
+		c.Codec = GobCodec{}
+	}
+	if c.IDHashKey != nil && len(c.IDHashKey) < minKeyLength {
+		return c, fmt.Errorf("%w: IDHashKey has %d bytes, want at least %d", ErrInvalidConfig, len(c.IDHashKey), minKeyLength)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c, nil
+}

@@ -1,0 +1,103 @@
+// Package embeddb runs an embedded MongoDB-compatible server (FerretDB v1
+// with its SQLite backend) inside the current process.
+//
+// It exists so that mongostore's tests and its sample app need no database
+// installation. It lives in its own module so that FerretDB and its
+// dependencies never reach the go.mod of applications that import mongostore.
+//
+// FerretDB v1 speaks the MongoDB wire protocol but does not implement TTL
+// indexes: createIndexes with expireAfterSeconds answers code 238
+// (NotImplemented). Use mongostore's GC expiry mode with it.
+package embeddb
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+
+	"github.com/FerretDB/FerretDB/ferretdb"
+)
+
+// Config configures an embedded server.
+type Config struct {
+	// Dir is the directory that holds the SQLite files, one per database.
+	// It is created if missing. Required.
+	Dir string
+
+	// Addr is the TCP address to listen on. The default, "127.0.0.1:0",
+	// picks a free loopback port.
+	Addr string
+
+	// Logger receives FerretDB's own logs. FerretDB is verbose, so the
+	// default discards everything below slog.LevelError.
+	Logger *slog.Logger
+}
+
+// Server is a running embedded server.
+type Server struct {
+	uri    string
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// Start starts a server and returns once it accepts connections.
+// The server stops when ctx is cancelled or Close is called.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("embeddb: Config.Dir is required")
+	}
+	dir, err := filepath.Abs(cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("embeddb: data directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("embeddb: data directory: %w", err)
+	}
+	if cfg.Addr == "" {
+		cfg.Addr = "127.0.0.1:0"
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+
+	f, err := ferretdb.New(&ferretdb.Config{
+		Listener:  ferretdb.ListenerConfig{TCP: cfg.Addr},
+		Logger:    cfg.Logger,
+		Handler:   "sqlite",
+		SQLiteURL: "file:" + dir + "/",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("embeddb: %w", err)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	s := &Server{cancel: cancel, done: make(chan error, 1)}
+	go func() { s.done <- f.Run(runCtx) }()
+
+	// MongoDBURI blocks until the listener is bound (or Run gave up).
+	uriCh := make(chan string, 1)
+	go func() { uriCh <- f.MongoDBURI() }()
+	select {
+	case s.uri = <-uriCh:
+		return s, nil
+	case err := <-s.done:
+		cancel()
+		if err == nil {
+			err = errors.New("server stopped before it listened")
+		}
+		return nil, fmt.Errorf("embeddb: %w", err)
+	}
+}
+
+// URI returns the MongoDB connection string of the server,
+// for example "mongodb://127.0.0.1:40123/".
+func (s *Server) URI() string { return s.uri }
+
+// Close stops the server and waits until it has released its files.
+func (s *Server) Close() error {
+	s.cancel()
+	return <-s.done
+}

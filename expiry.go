@@ -1,0 +1,184 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// Server error codes the expiry set-up recognises.
+const (
+	codeNamespaceNotFound    = 26
+	codeCommandNotFound      = 59
+	codeCommandNotSupported  = 115
+	codeNotImplemented       = 238
+	ttlExpireAfterSeconds    = 0 // each document expires at its own expiresAt
+	expiresAtIndexKeyPattern = 1
+)
+
+// expiresAtIndex describes an existing single-field index on expiresAt.
+type expiresAtIndex struct {
+	name string
+	// ttl is the index's expireAfterSeconds, or nil for a plain index.
+	ttl *int64
+}
+
+// setupExpiry prepares the collection for the configured expiry mode and
+// returns the mode in effect.
+func (s *Store) setupExpiry(ctx context.Context) (ExpiryMode, error) {
+	switch s.cfg.Expiry {
+	case ExpiryNone:
+		return ExpiryNone, nil
+	case ExpiryGC:
+		return ExpiryGC, s.ensurePlainIndex(ctx)
+	case ExpiryTTL, ExpiryTTLAndGC:
+		return s.cfg.Expiry, s.ensureTTLIndex(ctx)
+	default: // ExpiryAuto
+		err := s.ensureTTLIndex(ctx)
+		if errors.Is(err, ErrTTLUnsupported) {
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: server refuses TTL indexes; expired sessions are deleted by the GC goroutine",
+				slog.String("collection", s.coll.Name()), slog.Duration("interval", s.cfg.GCInterval))
+			return ExpiryGC, s.ensurePlainIndex(ctx)
+		}
+		return ExpiryTTL, err
+	}
+}
+
+// ensureTTLIndex makes sure a TTL index {expiresAt: 1} with
+// expireAfterSeconds 0 exists: it creates it, or brings an existing index on
+// expiresAt in line with collMod.
+func (s *Store) ensureTTLIndex(ctx context.Context) error {
+	idx, err := s.findExpiresAtIndex(ctx)
+	if err != nil {
+		return err
+	}
+	if idx == nil {
+		_, err := s.coll.Indexes().CreateOne(ctx, mongo.IndexModel{
+			Keys:    bson.D{{Key: fieldExpiresAt, Value: expiresAtIndexKeyPattern}},
+			Options: options.Index().SetExpireAfterSeconds(ttlExpireAfterSeconds),
+		})
+		switch {
+		case err == nil:
+			return nil
+		case unsupported(err):
+			return fmt.Errorf("%w: createIndexes with expireAfterSeconds: %w", ErrTTLUnsupported, err)
+		default:
+			return fmt.Errorf("%w: create TTL index: %w", ErrDatabase, err)
+		}
+	}
+	if idx.ttl != nil && *idx.ttl == ttlExpireAfterSeconds {
+		return nil
+	}
+
+	err = s.coll.Database().RunCommand(ctx, bson.D{
+		{Key: "collMod", Value: s.coll.Name()},
+		{Key: "index", Value: bson.D{
+			{Key: "name", Value: idx.name},
+			{Key: "expireAfterSeconds", Value: int64(ttlExpireAfterSeconds)},
+		}},
+	}).Err()
+	switch {
+	case err == nil:
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: changed index to expire each session at its expiresAt",
+			slog.String("collection", s.coll.Name()), slog.String("index", idx.name))
+		return nil
+	case unsupported(err):
+		return fmt.Errorf("%w: collMod of index %q: %w", ErrTTLUnsupported, idx.name, err)
+	default:
+		was := "no expireAfterSeconds"
+		if idx.ttl != nil {
+			was = fmt.Sprintf("expireAfterSeconds %d", *idx.ttl)
+		}
+		return fmt.Errorf("%w: index %q has %s and collMod could not set expireAfterSeconds 0 (%w); "+
+			"drop it with db.getCollection(%q).dropIndex(%q) and start the app again to let the store create its TTL index",
+			ErrIndexConflict, idx.name, was, err, s.coll.Name(), idx.name)
+	}
+}
+
+// ensurePlainIndex makes sure some index on expiresAt exists, so that GC
+// sweeps do not scan the collection. Any existing one will do.
+func (s *Store) ensurePlainIndex(ctx context.Context) error {
+	idx, err := s.findExpiresAtIndex(ctx)
+	if err != nil || idx != nil {
+		return err
+	}
+	_, err = s.coll.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys: bson.D{{Key: fieldExpiresAt, Value: expiresAtIndexKeyPattern}},
+	})
+	if err != nil {
+		return fmt.Errorf("%w: create index on %s: %w", ErrDatabase, fieldExpiresAt, err)
+	}
+	return nil
+}
+
+// findExpiresAtIndex returns the collection's single-field index on
+// expiresAt, preferring one with expireAfterSeconds 0, or nil if there is
+// none.
+func (s *Store) findExpiresAtIndex(ctx context.Context) (*expiresAtIndex, error) {
+	cur, err := s.coll.Indexes().List(ctx)
+	if err != nil {
+		if hasCode(err, codeNamespaceNotFound) {
+			return nil, nil // no collection yet: no index
+		}
+		return nil, fmt.Errorf("%w: list indexes: %w", ErrDatabase, err)
+	}
+	defer cur.Close(ctx)
+
+	var found *expiresAtIndex
+	for cur.Next(ctx) {
+		idx, ok := parseExpiresAtIndex(cur.Current)
+		if !ok {
+			continue
+		}
+		if found == nil || (idx.ttl != nil && *idx.ttl == ttlExpireAfterSeconds) {
+			found = idx
+		}
+	}
+	if err := cur.Err(); err != nil {
+		return nil, fmt.Errorf("%w: list indexes: %w", ErrDatabase, err)
+	}
+	return found, nil
+}
+
+// parseExpiresAtIndex returns the index described by spec if it is a
+// single-field index on expiresAt.
+func parseExpiresAtIndex(spec bson.Raw) (*expiresAtIndex, bool) {
+	key, ok := spec.Lookup("key").DocumentOK()
+	if !ok {
+		return nil, false
+	}
+	elems, err := key.Elements()
+	if err != nil || len(elems) != 1 || elems[0].Key() != fieldExpiresAt {
+		return nil, false
+	}
+	name, ok := spec.Lookup("name").StringValueOK()
+	if !ok {
+		return nil, false
+	}
+	idx := &expiresAtIndex{name: name}
+	if v, err := spec.LookupErr("expireAfterSeconds"); err == nil {
+		if n, ok := v.AsInt64OK(); ok {
+			idx.ttl = &n
+		} else if f, ok := v.DoubleOK(); ok {
+			n := int64(f)
+			idx.ttl = &n
+		}
+	}
+	return idx, true
+}
+
+// unsupported reports whether err says the server does not implement what
+// was asked (FerretDB v1 answers NotImplemented to TTL indexes).
+func unsupported(err error) bool {
+	return hasCode(err, codeNotImplemented) || hasCode(err, codeCommandNotSupported) || hasCode(err, codeCommandNotFound)
+}
+
+func hasCode(err error, code int) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(code)
+}

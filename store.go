@@ -1,0 +1,421 @@
+// Package mongostore is a gorilla/sessions store that keeps sessions in
+// MongoDB (or a MongoDB-compatible server such as FerretDB) through the
+// official Go driver.
+//
+// The cookie holds only a random 256-bit session ID, signed (and optionally
+// encrypted) with securecookie. The database holds a hash of that ID, the
+// encoded session values, and an expiresAt date that a TTL index (or the
+// store's GC goroutine) uses to delete expired sessions. Reads never return
+// an expired session, whatever the state of the TTL monitor.
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/gorilla/securecookie"
+	"github.com/gorilla/sessions"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// Store is a sessions.Store backed by a MongoDB collection. It is safe for
+// concurrent use by many goroutines, and many processes may share one
+// collection.
+type Store struct {
+	// Options are the default cookie options of new sessions. Each session
+	// gets its own copy. NewStore sets Path "/", MaxAge DefaultMaxAge (one
+	// day), HttpOnly and SameSite Lax. Set Secure in production (HTTPS).
+	// Change MaxAge with the MaxAge method, which also updates the cookie
+	// codecs.
+	Options *sessions.Options
+
+	coll   *mongo.Collection
+	codecs []securecookie.Codec
+	cfg    Config
+	hasher idHasher
+	states *stateTable
+	expiry ExpiryMode // the mode in effect (ExpiryAuto resolved)
+
+	life      context.Context // cancelled by Close
+	closeLife context.CancelFunc
+	gcDone    chan struct{} // closed when the background GC has stopped; nil if none
+	closeOnce sync.Once
+}
+
+var _ sessions.Store = (*Store)(nil)
+
+// NewStore returns a store that keeps sessions in coll.
+//
+// keyPairs are the cookie codecs' keys, as for sessions.NewCookieStore:
+// pairs of a hash key (at least 32 bytes; it signs the cookie) and an
+// optional block key (16, 24 or 32 bytes for AES-128/192/256; it encrypts the
+// cookie; nil for none). Give several pairs to rotate keys: cookies are
+// written with the first pair and read with any.
+//
+// ctx bounds the set-up commands (the expiry index). According to
+// cfg.Expiry, NewStore makes sure the TTL index exists and may start the GC
+// goroutine, which runs until Close. Invalid configuration or keys give an
+// error wrapping ErrInvalidConfig; a server that refuses TTL indexes gives
+// ErrTTLUnsupported in ExpiryTTL and ExpiryTTLAndGC modes.
+func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs ...[]byte) (*Store, error) {
+	if coll == nil {
+		return nil, fmt.Errorf("%w: nil collection", ErrInvalidConfig)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	codecs, err := newCookieCodecs(keyPairs)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{
+		Options: &sessions.Options{
+			Path:     "/",
+			MaxAge:   DefaultMaxAge,
+			HttpOnly: true,
+			SameSite: http.SameSiteLaxMode,
+		},
+		coll:   coll,
+		codecs: codecs,
+		cfg:    cfg,
+		hasher: idHasher{key: cfg.IDHashKey},
+		states: newStateTable(),
+	}
+	s.MaxAge(DefaultMaxAge)
+
+	if s.expiry, err = s.setupExpiry(ctx); err != nil {
+		return nil, err
+	}
+	s.life, s.closeLife = context.WithCancel(context.WithoutCancel(ctx))
+	if s.expiry == ExpiryGC || s.expiry == ExpiryTTLAndGC {
+		s.gcDone = make(chan struct{})
+		go func() {
+			defer close(s.gcDone)
+			_ = s.RunGC(s.life, cfg.GCInterval)
+		}()
+	}
+	return s, nil
+}
+
+// newCookieCodecs validates the key pairs and builds the cookie codecs.
+func newCookieCodecs(keyPairs [][]byte) ([]securecookie.Codec, error) {
+	if len(keyPairs) == 0 {
+		return nil, fmt.Errorf("%w: no keys: give at least a hash key", ErrInvalidConfig)
+	}
+	codecs := make([]securecookie.Codec, 0, (len(keyPairs)+1)/2)
+	for i := 0; i < len(keyPairs); i += 2 {
+		hashKey := keyPairs[i]
+		if len(hashKey) < minKeyLength {
+			return nil, fmt.Errorf("%w: hash key %d has %d bytes, want at least %d", ErrInvalidConfig, i/2, len(hashKey), minKeyLength)
+		}
+		var blockKey []byte
+		if i+1 < len(keyPairs) && len(keyPairs[i+1]) > 0 {
+			blockKey = keyPairs[i+1]
+			switch len(blockKey) {
+			case 16, 24, 32:
+			default:
+				return nil, fmt.Errorf("%w: block key %d has %d bytes, want 16, 24 or 32", ErrInvalidConfig, i/2, len(blockKey))
+			}
+		}
+		c := securecookie.New(hashKey, blockKey)
+		c.SetSerializer(securecookie.NopEncoder{})
+		c.MaxLength(defaultCookieMaxLength)
+		codecs = append(codecs, c)
+	}
+	return codecs, nil
+}
+
+// ExpiryMode returns the expiry mode in effect: the configured one, or for
+// ExpiryAuto, ExpiryTTL or ExpiryGC according to what the server supports.
+func (s *Store) ExpiryMode() ExpiryMode { return s.expiry }
+
+// MaxAge sets the maximum age, in seconds, of new sessions' cookies
+// (Options.MaxAge) and of the cookie codecs' signed timestamps, as
+// sessions.CookieStore.MaxAge does. It also sets the idle timeout of those
+// sessions. Zero means a cookie that lasts until the browser closes, with
+// Config.DefaultIdleTimeout on the server. Call it before serving requests.
+func (s *Store) MaxAge(age int) {
+	s.Options.MaxAge = age
+	for _, c := range s.codecs {
+		if sc, ok := c.(*securecookie.SecureCookie); ok {
+			sc.MaxAge(age)
+		}
+	}
+}
+
+// Get returns the session called name for the request, loading it at most
+// once per request through sessions.GetRegistry (the same call returns the
+// same *sessions.Session). See New for what it returns on errors.
+func (s *Store) Get(r *http.Request, name string) (*sessions.Session, error) {
+	return sessions.GetRegistry(r).Get(s, name)
+}
+
+// New returns the session called name for the request: the stored session if
+// the request carries a valid cookie for a live document, otherwise a new
+// session (IsNew true). It never returns a nil session.
+//
+// An unusable cookie (tampered, foreign key, expired timestamp, malformed)
+// gives a new session and an error wrapping ErrInvalidCookie and the
+// securecookie error; no database query is made. A database failure gives a
+// new session and an error wrapping ErrDatabase. An expired or deleted
+// session gives a new session and no error.
+func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
+	session := sessions.NewSession(s, name)
+	opts := *s.Options
+	session.Options = &opts
+	session.IsNew = true
+
+	c, err := r.Cookie(name)
+	if err != nil {
+		return session, nil // no cookie: a new session
+	}
+	id, err := s.decodeCookie(name, c.Value)
+	if err != nil {
+		return session, err
+	}
+	return session, s.load(r.Context(), session, id)
+}
+
+// decodeCookie verifies a cookie value and returns the session ID it holds.
+func (s *Store) decodeCookie(name, value string) (string, error) {
+	var raw []byte
+	if err := securecookie.DecodeMulti(name, value, &raw, s.codecs...); err != nil {
+		return "", fmt.Errorf("%w: %w", ErrInvalidCookie, err)
+	}
+	id := string(raw)
+	if !validSessionID(id) {
+		return "", fmt.Errorf("%w: malformed session ID", ErrInvalidCookie)
+	}
+	return id, nil
+}
+
+// load reads the live document of session ID id into session. A missing or
+// expired document leaves session new (and, with AllowIDReuse, gives it id).
+func (s *Store) load(ctx context.Context, session *sessions.Session, id string) error {
+	docID := s.hasher.docID(id)
+	raw, err := s.coll.FindOne(ctx, liveFilter(docID, s.cfg.Now())).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		if s.cfg.AllowIDReuse {
+			session.ID = id
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w: load session: %w", ErrDatabase, err)
+	}
+	doc, err := decodeDocument(raw)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrDecode, err)
+	}
+	values, err := s.cfg.Codec.Decode(doc.data)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrDecode, err)
+	}
+	session.ID = id
+	session.Values = values
+	session.IsNew = false
+	s.states.set(session, sessionState{
+		docID:     docID,
+		createdAt: doc.createdAt,
+		expiresAt: doc.expiresAt,
+		data:      doc.data,
+		options:   *session.Options,
+	})
+	return nil
+}
+
+// Save writes the session to the database and sets its cookie.
+//
+// A session with Options.MaxAge < 0 is deleted and its cookie expired. A
+// session loaded from the database is updated only if its document still
+// exists and has not expired (one update command, no upsert); otherwise Save
+// returns ErrSessionGone and writes nothing. Any other session is inserted
+// under a freshly generated ID. Values that cannot be encoded give ErrEncode,
+// values larger than Config.MaxSize give ErrTooLarge; nothing is written
+// then either.
+func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
+	ctx := r.Context()
+	if session.Options == nil {
+		opts := *s.Options
+		session.Options = &opts
+	}
+	if session.Options.MaxAge < 0 {
+		return s.delete(ctx, w, session)
+	}
+	data, err := s.encode(session.Values)
+	if err != nil {
+		return err
+	}
+	now := s.cfg.Now()
+	st, stored := s.states.get(session)
+	if stored && st.docID == s.hasher.docID(session.ID) {
+		expiresAt := s.expiresAt(session.Options, st.createdAt, now)
+		if !expiresAt.After(now) {
+			return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
+		}
+		res, err := s.coll.UpdateOne(ctx, liveFilter(st.docID, now), updateDocument(data, now, expiresAt))
+		if err != nil {
+			return fmt.Errorf("%w: save session: %w", ErrDatabase, err)
+		}
+		if res.MatchedCount == 0 {
+			return ErrSessionGone
+		}
+		st.expiresAt, st.data, st.options = expiresAt, data, *session.Options
+		s.states.set(session, st)
+		return s.writeCookie(w, session, expiresAt, now)
+	}
+
+	id := session.ID
+	if !s.cfg.AllowIDReuse || stored || !validSessionID(id) {
+		id = newSessionID()
+	}
+	expiresAt, err := s.insert(ctx, session, id, data, now)
+	if err != nil {
+		return err
+	}
+	return s.writeCookie(w, session, expiresAt, now)
+}
+
+// insert stores session as a new document under session ID id, created at
+// now, and records its state.
+func (s *Store) insert(ctx context.Context, session *sessions.Session, id string, data []byte, now time.Time) (time.Time, error) {
+	docID := s.hasher.docID(id)
+	expiresAt := s.expiresAt(session.Options, now, now)
+	if _, err := s.coll.InsertOne(ctx, newDocument(docID, data, now, expiresAt)); err != nil {
+		return time.Time{}, fmt.Errorf("%w: insert session: %w", ErrDatabase, err)
+	}
+	session.ID = id
+	s.states.set(session, sessionState{
+		docID:     docID,
+		createdAt: now,
+		expiresAt: expiresAt,
+		data:      data,
+		options:   *session.Options,
+	})
+	return expiresAt, nil
+}
+
+// encode encodes session values and enforces the size limit.
+func (s *Store) encode(values map[any]any) ([]byte, error) {
+	data, err := s.cfg.Codec.Encode(values)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrEncode, err)
+	}
+	if len(data) > s.cfg.MaxSize {
+		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d", ErrTooLarge, len(data), s.cfg.MaxSize)
+	}
+	return data, nil
+}
+
+// expiresAt is when a session saved at now expires: after the idle timeout,
+// but never past the absolute timeout counted from createdAt.
+func (s *Store) expiresAt(opts *sessions.Options, createdAt, now time.Time) time.Time {
+	idle := s.cfg.DefaultIdleTimeout
+	if opts.MaxAge > 0 {
+		idle = time.Duration(opts.MaxAge) * time.Second
+	}
+	t := now.Add(idle)
+	if s.cfg.AbsoluteTimeout > 0 {
+		if limit := createdAt.Add(s.cfg.AbsoluteTimeout); limit.Before(t) {
+			t = limit
+		}
+	}
+	return t.Truncate(time.Millisecond) // BSON dates have millisecond precision
+}
+
+// writeCookie sets the session cookie. A cookie with a Max-Age never
+// outlives the session's document.
+func (s *Store) writeCookie(w http.ResponseWriter, session *sessions.Session, expiresAt, now time.Time) error {
+	encoded, err := securecookie.EncodeMulti(session.Name(), []byte(session.ID), s.codecs...)
+	if err != nil {
+		return fmt.Errorf("mongostore: encode cookie: %w", err)
+	}
+	opts := *session.Options
+	if opts.MaxAge > 0 {
+		if left := int(expiresAt.Sub(now) / time.Second); left < opts.MaxAge {
+			opts.MaxAge = max(left, 1)
+		}
+	}
+	http.SetCookie(w, sessions.NewCookie(session.Name(), encoded, &opts))
+	return nil
+}
+
+// delete removes the session's document, expires its cookie and forgets
+// its ID.
+func (s *Store) delete(ctx context.Context, w http.ResponseWriter, session *sessions.Session) error {
+	docID := ""
+	if st, ok := s.states.get(session); ok {
+		docID = st.docID
+	} else if validSessionID(session.ID) {
+		docID = s.hasher.docID(session.ID)
+	}
+	if docID != "" {
+		if _, err := s.coll.DeleteOne(ctx, idFilter(docID)); err != nil {
+			return fmt.Errorf("%w: delete session: %w", ErrDatabase, err)
+		}
+	}
+	s.states.forget(session)
+	session.ID = ""
+	http.SetCookie(w, sessions.NewCookie(session.Name(), "", session.Options))
+	return nil
+}
+
+// RegenerateID gives the session a new ID, keeping its values, and deletes
+// the document of the old ID: call it when privileges change (at login) to
+// defeat session fixation. The session counts as created now for the
+// absolute timeout. It sets the new cookie. A session that was never saved
+// is simply saved under a fresh ID. If the old document was deleted or expired
+// meanwhile, RegenerateID returns ErrSessionGone and leaves no new document.
+func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
+	ctx := r.Context()
+	if session.Options == nil {
+		opts := *s.Options
+		session.Options = &opts
+	}
+	st, stored := s.states.get(session)
+	if !stored {
+		session.ID = ""
+		return s.Save(r, w, session)
+	}
+	data, err := s.encode(session.Values)
+	if err != nil {
+		return err
+	}
+	now := s.cfg.Now()
+	oldID := session.ID
+	expiresAt, err := s.insert(ctx, session, newSessionID(), data, now)
+	if err != nil {
+		return err
+	}
+	res, err := s.coll.DeleteOne(ctx, idFilter(st.docID))
+	if err != nil || res.DeletedCount == 0 {
+		// Undo: the new document must not outlive the old one.
+		newState, _ := s.states.get(session)
+		_, _ = s.coll.DeleteOne(context.WithoutCancel(ctx), idFilter(newState.docID))
+		session.ID = oldID
+		s.states.set(session, st)
+		if err != nil {
+			return fmt.Errorf("%w: delete old session: %w", ErrDatabase, err)
+		}
+		return ErrSessionGone
+	}
+	return s.writeCookie(w, session, expiresAt, now)
+}
+
+// Close stops the background GC goroutine, if any, and waits for it. It
+// does not disconnect the mongo client, which belongs to the caller. Close is
+// idempotent; the store keeps serving Get and Save after it.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.closeLife()
+		if s.gcDone != nil {
+			<-s.gcDone
+		}
+	})
+	return nil
+}
