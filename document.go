@@ -21,6 +21,7 @@ const (
 type storedSession struct {
 	data      []byte
 	createdAt time.Time
+	updatedAt time.Time
 	expiresAt time.Time
 }
 
@@ -45,6 +46,9 @@ func decodeDocument(raw []byte) (storedSession, error) {
 	}
 	s.data = bin
 	if s.createdAt, err = lookupTime(doc, fieldCreatedAt); err != nil {
+		return s, err
+	}
+	if s.updatedAt, err = lookupTime(doc, fieldUpdatedAt); err != nil {
 		return s, err
 	}
 	if s.expiresAt, err = lookupTime(doc, fieldExpiresAt); err != nil {

@@ -19,6 +19,8 @@ type sessionState struct {
 	docID string
 	// createdAt anchors the absolute timeout.
 	createdAt time.Time
+	// savedAt is when the document was last written.
+	savedAt time.Time
 	// expiresAt is the expiry as last read or written.
 	expiresAt time.Time
 	// data is the encoded values as last read or written.

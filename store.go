@@ -222,6 +222,7 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, id string) 
 	s.states.set(session, sessionState{
 		docID:     docID,
 		createdAt: doc.createdAt,
+		savedAt:   doc.updatedAt,
 		expiresAt: doc.expiresAt,
 		data:      doc.data,
 		options:   *session.Options,
@@ -265,7 +266,7 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 		if res.MatchedCount == 0 {
 			return ErrSessionGone
 		}
-		st.expiresAt, st.data, st.options = expiresAt, data, *session.Options
+		st.savedAt, st.expiresAt, st.data, st.options = now, expiresAt, data, *session.Options
 		s.states.set(session, st)
 		return s.writeCookie(w, session, expiresAt, now)
 	}
@@ -293,6 +294,7 @@ func (s *Store) insert(ctx context.Context, session *sessions.Session, id string
 	s.states.set(session, sessionState{
 		docID:     docID,
 		createdAt: now,
+		savedAt:   now,
 		expiresAt: expiresAt,
 		data:      data,
 		options:   *session.Options,

@@ -1,0 +1,242 @@
+package mongostore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gorilla/sessions"
+)
+
+// DefaultTouchInterval is the default MiddlewareOptions.TouchInterval.
+const DefaultTouchInterval = time.Minute
+
+// MiddlewareOptions configures Store.Middleware. The zero value gives the
+// defaults documented on each field.
+type MiddlewareOptions struct {
+	// ErrorHandler answers requests whose session could not be loaded or
+	// saved; err wraps ErrDatabase, ErrSessionGone, ErrTooLarge or ErrEncode
+	// (test with errors.Is). It is called before anything of the handler's
+	// response has been sent. The default logs with the store's logger and
+	// answers 500, or 409 Conflict for ErrSessionGone (the session was ended
+	// elsewhere, for example by a logout in another tab, while the request
+	// ran).
+	ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
+
+	// TouchInterval is how old the session's last write must be before a
+	// request that does not change the session writes it anyway, to slide
+	// its idle timeout forward (and re-send its cookie). Requests that only
+	// read the session within the interval cost a single database round
+	// trip. Default one minute; negative never writes an unchanged session,
+	// so the idle timeout counts from the last change.
+	TouchInterval time.Duration
+}
+
+type sessionContextKey struct{ name string }
+
+// Session returns the session called name that Store.Middleware loaded for
+// this request, or nil if no such middleware wraps the handler. The session
+// is also what store.Get(r, name) returns.
+func Session(r *http.Request, name string) *sessions.Session {
+	s, _ := r.Context().Value(sessionContextKey{name}).(*sessions.Session)
+	return s
+}
+
+// Middleware returns net/http middleware that loads the session called name
+// once per request, makes it available to the handler through Session (and
+// store.Get), and saves it when the handler changed it, just before the
+// response headers are sent, so the Set-Cookie header is never lost.
+//
+// Requests that leave the session unchanged are not written, except to
+// slide the expiry forward once per MiddlewareOptions.TouchInterval. A
+// tampered, expired or unknown cookie gives the handler a fresh session. A
+// database failure never reaches the handler half-done: the error handler
+// answers instead. Every response gets "Vary: Cookie", and a response that
+// sets the session cookie is made uncacheable by shared caches.
+func (s *Store) Middleware(name string, opts MiddlewareOptions) func(http.Handler) http.Handler {
+	if opts.ErrorHandler == nil {
+		opts.ErrorHandler = s.defaultErrorHandler
+	}
+	if opts.TouchInterval == 0 {
+		opts.TouchInterval = DefaultTouchInterval
+	}
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Add("Vary", "Cookie")
+			session, err := s.Get(r, name)
+			if err != nil && !errors.Is(err, ErrInvalidCookie) {
+				if !errors.Is(err, ErrDecode) {
+					opts.ErrorHandler(w, r, err)
+					return
+				}
+				// A stored session we cannot read is a lost session, not an outage.
+				s.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: discarding unreadable session",
+					slog.String("session", name), slog.String("error", err.Error()))
+			}
+			r = r.WithContext(context.WithValue(r.Context(), sessionContextKey{name}, session))
+			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, opts: &opts}
+			next.ServeHTTP(sw, r)
+			sw.commit()
+		})
+	}
+}
+
+func (s *Store) defaultErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, ErrSessionGone) {
+		s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "mongostore: session ended during request",
+			slog.String("path", r.URL.Path))
+		http.Error(w, "Your session ended while this request ran. Please reload the page.", http.StatusConflict)
+		return
+	}
+	s.cfg.Logger.LogAttrs(r.Context(), slog.LevelError, "mongostore: session middleware",
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+}
+
+// needsSave reports whether the middleware must write session: it changed,
+// it is to be deleted, or its last write is older than touch.
+func (s *Store) needsSave(session *sessions.Session, touch time.Duration) bool {
+	if session.Options != nil && session.Options.MaxAge < 0 {
+		_, stored := s.states.get(session)
+		return stored || session.ID != ""
+	}
+	st, stored := s.states.get(session)
+	if !stored {
+		return len(session.Values) > 0 // a new, empty session is not worth a cookie
+	}
+	if session.Options != nil && *session.Options != st.options {
+		return true
+	}
+	if touch >= 0 && !s.cfg.Now().Before(st.savedAt.Add(touch)) {
+		return true
+	}
+	return s.changed(session, st)
+}
+
+// changed reports whether session's values differ from what was last read
+// or written.
+func (s *Store) changed(session *sessions.Session, st sessionState) bool {
+	data, err := s.cfg.Codec.Encode(session.Values)
+	if err != nil {
+		return true // let Save report the error
+	}
+	if bytes.Equal(data, st.data) {
+		return false
+	}
+	// Encodings of equal maps can differ (gob writes maps in random order):
+	// compare the decoded values.
+	old, err := s.cfg.Codec.Decode(st.data)
+	if err != nil {
+		return true
+	}
+	now, err := s.cfg.Codec.Decode(data)
+	if err != nil {
+		return true
+	}
+	return !reflect.DeepEqual(old, now)
+}
+
+// sessionWriter saves the session before the first byte of the response
+// goes out.
+type sessionWriter struct {
+	http.ResponseWriter
+	store   *Store
+	req     *http.Request
+	session *sessions.Session
+	opts    *MiddlewareOptions
+
+	once   sync.Once
+	failed bool // the save failed and the error handler answered
+}
+
+// commit saves the session if needed, once. On failure the error handler
+// answers, and the handler's own response is discarded.
+func (w *sessionWriter) commit() {
+	w.once.Do(func() {
+		if !w.store.needsSave(w.session, w.opts.TouchInterval) {
+			return
+		}
+		before := len(w.Header().Values("Set-Cookie"))
+		if err := w.session.Save(w.req, w.ResponseWriter); err != nil {
+			w.failed = true
+			h := w.ResponseWriter.Header()
+			for k := range h {
+				delete(h, k) // drop what the handler set for its own response
+			}
+			w.opts.ErrorHandler(w.ResponseWriter, w.req, err)
+			return
+		}
+		if len(w.Header().Values("Set-Cookie")) > before {
+			preventSharedCaching(w.Header())
+		}
+	})
+}
+
+// preventSharedCaching makes a response that sets a cookie uncacheable by
+// shared caches, keeping a handler's stricter setting.
+func preventSharedCaching(h http.Header) {
+	cc := strings.ToLower(h.Get("Cache-Control"))
+	if strings.Contains(cc, "no-store") || strings.Contains(cc, "private") {
+		return
+	}
+	h.Set("Cache-Control", "no-store")
+}
+
+// errResponseDiscarded is returned by Write after a failed save, so that
+// handlers stop writing.
+var errResponseDiscarded = errors.New("mongostore: response discarded: the session could not be saved")
+
+func (w *sessionWriter) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		w.ResponseWriter.WriteHeader(code) // informational: headers are not final yet
+		return
+	}
+	w.commit()
+	if w.failed {
+		return
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *sessionWriter) Write(b []byte) (int, error) {
+	w.commit()
+	if w.failed {
+		return 0, errResponseDiscarded
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// ReadFrom keeps the underlying writer's fast path (sendfile) available.
+func (w *sessionWriter) ReadFrom(src io.Reader) (int64, error) {
+	w.commit()
+	if w.failed {
+		return 0, errResponseDiscarded
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(src)
+	}
+	return io.Copy(w.ResponseWriter, src)
+}
+
+// FlushError saves the session if needed and flushes the response, for
+// http.ResponseController.
+func (w *sessionWriter) FlushError() error {
+	w.commit()
+	if w.failed {
+		return errResponseDiscarded
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Flush implements http.Flusher.
+func (w *sessionWriter) Flush() { _ = w.FlushError() }
+
+// Unwrap returns the underlying writer, for http.ResponseController.
+func (w *sessionWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
