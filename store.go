@@ -421,3 +421,14 @@ func (s *Store) Close() error {
 	})
 	return nil
 }
+
+// ExpiresAt returns when the session's document expires, as last loaded or
+// saved by this store, and false for a session that is not stored (new, or
+// deleted).
+func (s *Store) ExpiresAt(session *sessions.Session) (time.Time, bool) {
+	st, ok := s.states.get(session)
+	if !ok {
+		return time.Time{}, false
+	}
+	return st.expiresAt, true
+}
