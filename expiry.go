@@ -82,22 +82,27 @@ func (s *Store) ensureTTLIndex(ctx context.Context) error {
 			{Key: "expireAfterSeconds", Value: int64(ttlExpireAfterSeconds)},
 		}},
 	}).Err()
-	switch {
-	case err == nil:
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: changed index to expire each session at its expiresAt",
-			slog.String("collection", s.coll.Name()), slog.String("index", idx.name))
-		return nil
-	case unsupported(err):
-		return fmt.Errorf("%w: collMod of index %q: %w", ErrTTLUnsupported, idx.name, err)
-	default:
-		was := "no expireAfterSeconds"
-		if idx.ttl != nil {
-			was = fmt.Sprintf("expireAfterSeconds %d", *idx.ttl)
-		}
-		return fmt.Errorf("%w: index %q has %s and collMod could not set expireAfterSeconds 0 (%w); "+
-			"drop it with db.getCollection(%q).dropIndex(%q) and start the app again to let the store create its TTL index",
-			ErrIndexConflict, idx.name, was, err, s.coll.Name(), idx.name)
+	if err != nil {
+		return s.collModError(idx, err)
 	}
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: changed index to expire each session at its expiresAt",
+		slog.String("collection", s.coll.Name()), slog.String("index", idx.name))
+	return nil
+}
+
+// collModError explains why collMod could not make idx a TTL index with
+// expireAfterSeconds 0.
+func (s *Store) collModError(idx *expiresAtIndex, err error) error {
+	if unsupported(err) {
+		return fmt.Errorf("%w: collMod of index %q: %w", ErrTTLUnsupported, idx.name, err)
+	}
+	was := "no expireAfterSeconds"
+	if idx.ttl != nil {
+		was = fmt.Sprintf("expireAfterSeconds %d", *idx.ttl)
+	}
+	return fmt.Errorf("%w: index %q has %s and collMod could not set expireAfterSeconds 0 (%w); "+
+		"drop it with db.getCollection(%q).dropIndex(%q) and start the app again to let the store create its TTL index",
+		ErrIndexConflict, idx.name, was, err, s.coll.Name(), idx.name)
 }
 
 // ensurePlainIndex makes sure some index on expiresAt exists, so that GC
