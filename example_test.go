@@ -1,0 +1,218 @@
+package mongostore_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/mongostore/mongostore"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// get fetches url with client and prints the response body.
+func get(client *http.Client, url string) {
+	resp, err := client.Get(url)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	fmt.Println(strings.TrimSpace(string(body)))
+}
+
+// newBrowser returns an HTTP client that keeps cookies, like a browser.
+func newBrowser() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar}
+}
+
+// The quick start: a handler that counts a visitor's visits.
+func Example() {
+	ctx := context.Background()
+	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	coll := client.Database("example").Collection("quickstart_sessions")
+	defer coll.Drop(ctx)
+
+	// The hash key signs cookies: 32 random bytes, kept secret and stable
+	// across restarts (and the same on every instance).
+	hashKey := []byte("an example key of 32 bytes!!!!!!")
+	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{Expiry: mongostore.ExpiryAuto}, hashKey)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		session, _ := store.Get(r, "session") // a fresh session on a bad cookie
+		visits, _ := session.Values["visits"].(int)
+		session.Values["visits"] = visits + 1
+		if err := session.Save(r, w); err != nil {
+			http.Error(w, "cannot save session", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintf(w, "visit number %d\n", visits+1)
+	})
+
+	srv := httptest.NewServer(handler)
+	defer srv.Close()
+	browser := newBrowser()
+	get(browser, srv.URL)
+	get(browser, srv.URL)
+	get(newBrowser(), srv.URL) // another visitor
+	// Output:
+	// visit number 1
+	// visit number 2
+	// visit number 1
+}
+
+// The middleware loads the session once per request and saves it after the
+// handler if the handler changed it.
+func ExampleStore_Middleware() {
+	ctx := context.Background()
+	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	coll := client.Database("example").Collection("middleware_sessions")
+	defer coll.Drop(ctx)
+
+	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{Expiry: mongostore.ExpiryAuto},
+		[]byte("an example key of 32 bytes!!!!!!"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
+		session := mongostore.Session(r, "session")
+		if name, ok := session.Values["name"].(string); ok {
+			fmt.Fprintf(w, "welcome back, %s\n", name)
+			return
+		}
+		session.Values["name"] = r.URL.Query().Get("name") // saved by the middleware
+		fmt.Fprintln(w, "hello, stranger")
+	})
+	withSessions := store.Middleware("session", mongostore.MiddlewareOptions{})
+
+	srv := httptest.NewServer(withSessions(mux))
+	defer srv.Close()
+	browser := newBrowser()
+	get(browser, srv.URL+"/hello?name=Ada")
+	get(browser, srv.URL+"/hello")
+	// Output:
+	// hello, stranger
+	// welcome back, Ada
+}
+
+// At login, give the session a new ID so that an ID planted before login
+// (session fixation) is worth nothing afterwards.
+func ExampleStore_RegenerateID() {
+	ctx := context.Background()
+	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	coll := client.Database("example").Collection("login_sessions")
+	defer coll.Drop(ctx)
+
+	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{Expiry: mongostore.ExpiryAuto},
+		[]byte("an example key of 32 bytes!!!!!!"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+
+	var before string
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /login", func(w http.ResponseWriter, r *http.Request) {
+		session, _ := store.Get(r, "session")
+		before = session.ID
+		// ... check the credentials, then:
+		session.Values["user"] = r.FormValue("user")
+		if err := store.RegenerateID(r, w, session); err != nil {
+			http.Error(w, "login failed", http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, "new ID:", session.ID != before)
+	})
+	mux.HandleFunc("GET /visit", func(w http.ResponseWriter, r *http.Request) {
+		session, _ := store.Get(r, "session")
+		session.Values["visited"] = true
+		_ = session.Save(r, w)
+	})
+
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	browser := newBrowser()
+	get(browser, srv.URL+"/visit") // an anonymous session exists before login
+	resp, err := browser.PostForm(srv.URL+"/login", url.Values{"user": {"ada"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fmt.Print(string(body))
+	n, _ := coll.CountDocuments(ctx, map[string]any{})
+	fmt.Println("documents:", n)
+	// Output:
+	// new ID: true
+	// documents: 1
+}
+
+// Without a TTL index (ExpiryNone), the application deletes expired
+// sessions itself, for example from a scheduled job.
+func ExampleStore_DeleteExpired() {
+	ctx := context.Background()
+	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Disconnect(ctx)
+	coll := client.Database("example").Collection("expired_sessions")
+	defer coll.Drop(ctx)
+
+	now := time.Now()
+	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{
+		Expiry: mongostore.ExpiryNone,
+		Now:    func() time.Time { return now }, // a fake clock, to expire sessions at once
+	}, []byte("an example key of 32 bytes!!!!!!"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer store.Close()
+	store.MaxAge(60)
+
+	for range 3 {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		session, _ := store.New(r, "session")
+		session.Values["n"] = 1
+		if err := session.Save(r, httptest.NewRecorder()); err != nil {
+			log.Fatal(err)
+		}
+	}
+	now = now.Add(2 * time.Minute)
+
+	deleted, err := store.DeleteExpired(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("deleted:", deleted)
+	// Output:
+	// deleted: 3
+}
