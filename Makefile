@@ -1,0 +1,47 @@
+# Development tasks. `make test` is the one command that runs every test:
+# the library's (against an embedded FerretDB server it builds itself, or the
+# server in MONGODB_URI), the embedded server's, and the sample app's,
+# including its end-to-end test in headless Chromium.
+
+GO ?= go
+MODULES := . embeddb example
+FUZZTIME ?= 10s
+FUZZ_TARGETS := FuzzDecodeCookie FuzzDecodeDocument FuzzGobCodec FuzzJSONCodec
+
+.PHONY: test vet fmt-check fuzz bench run browser
+
+test: browser vet
+	@for m in $(MODULES); do \
+		echo "== go test -race ./... in $$m"; \
+		(cd $$m && $(GO) test -race -count=1 ./...) || exit 1; \
+	done
+
+vet:
+	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+
+fmt-check:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+# The sample app's browser test needs Chromium; install Debian's package
+# when it is missing and we may (root with apt-get).
+browser:
+	@if ! command -v chromium >/dev/null 2>&1 && [ -z "$$CHROMIUM_PATH" ]; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "== installing chromium (Debian package) for the browser test"; \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else \
+			echo "chromium is missing: install it (apt-get install chromium) or set CHROMIUM_PATH"; \
+		fi; \
+	fi
+
+fuzz:
+	@for f in $(FUZZ_TARGETS); do \
+		echo "== fuzz $$f for $(FUZZTIME)"; \
+		$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) . || exit 1; \
+	done
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem -count=1 .
+
+run:
+	cd example && $(GO) run .
