@@ -35,20 +35,18 @@ func newBrowser() *http.Client {
 	return &http.Client{Jar: jar}
 }
 
-// The quick start: a handler that counts a visitor's visits.
+// The quick start: a handler that counts a visitor's visits. README.md
+// shows the lines between the quick-start markers (TestReadmeQuickStart
+// checks that they match).
 func Example() {
 	ctx := context.Background()
+	// quick start begins
 	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")))
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer client.Disconnect(ctx)
-	coll := client.Database("example").Collection("quickstart_sessions")
-	defer coll.Drop(ctx)
-
-	// The hash key signs cookies: 32 random bytes, kept secret and stable
-	// across restarts (and the same on every instance).
-	hashKey := []byte("an example key of 32 bytes!!!!!!")
+	coll := client.Database("myapp").Collection("sessions")
+	hashKey := []byte("32+ random bytes, from a secret!") // the same on every instance
 	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{Expiry: mongostore.ExpiryAuto}, hashKey)
 	if err != nil {
 		log.Fatal(err)
@@ -56,7 +54,7 @@ func Example() {
 	defer store.Close()
 
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		session, _ := store.Get(r, "session") // a fresh session on a bad cookie
+		session, _ := store.Get(r, "session") // a fresh session on a bad or expired cookie
 		visits, _ := session.Values["visits"].(int)
 		session.Values["visits"] = visits + 1
 		if err := session.Save(r, w); err != nil {
@@ -65,6 +63,9 @@ func Example() {
 		}
 		fmt.Fprintf(w, "visit number %d\n", visits+1)
 	})
+	// quick start ends
+	defer client.Disconnect(ctx)
+	defer coll.Drop(ctx)
 
 	srv := httptest.NewServer(handler)
 	defer srv.Close()
