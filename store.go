@@ -74,12 +74,7 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 		return nil, err
 	}
 	s := &Store{
-		Options: &sessions.Options{
-			Path:     "/",
-			MaxAge:   DefaultMaxAge,
-			HttpOnly: true,
-			SameSite: http.SameSiteLaxMode,
-		},
+		Options: defaultOptions(),
 		coll:   coll,
 		codecs: codecs,
 		cfg:    cfg,
@@ -130,6 +125,25 @@ func newCookieCodecs(keyPairs [][]byte) ([]securecookie.Codec, error) {
 	return codecs, nil
 }
 
+// newOptions returns a copy of the store's default options for a session.
+func (s *Store) newOptions() *sessions.Options {
+	if s.Options == nil { // a caller cleared them: fall back to the defaults
+		return defaultOptions()
+	}
+	opts := *s.Options
+	return &opts
+}
+
+// defaultOptions are the cookie options NewStore starts with.
+func defaultOptions() *sessions.Options {
+	return &sessions.Options{
+		Path:     "/",
+		MaxAge:   DefaultMaxAge,
+		HttpOnly: true,
+		SameSite: http.SameSiteLaxMode,
+	}
+}
+
 // ExpiryMode returns the expiry mode in effect: the configured one, or for
 // ExpiryAuto, ExpiryTTL or ExpiryGC according to what the server supports.
 func (s *Store) ExpiryMode() ExpiryMode { return s.expiry }
@@ -140,6 +154,9 @@ func (s *Store) ExpiryMode() ExpiryMode { return s.expiry }
 // sessions. Zero means a cookie that lasts until the browser closes, with
 // Config.DefaultIdleTimeout on the server. Call it before serving requests.
 func (s *Store) MaxAge(age int) {
+	if s.Options == nil {
+		s.Options = defaultOptions()
+	}
 	s.Options.MaxAge = age
 	for _, c := range s.codecs {
 		if sc, ok := c.(*securecookie.SecureCookie); ok {
@@ -166,8 +183,7 @@ func (s *Store) Get(r *http.Request, name string) (*sessions.Session, error) {
 // session gives a new session and no error.
 func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
 	session := sessions.NewSession(s, name)
-	opts := *s.Options
-	session.Options = &opts
+	session.Options = s.newOptions()
 	session.IsNew = true
 
 	c, err := r.Cookie(name)
@@ -242,8 +258,7 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, id string) 
 func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
 	ctx := r.Context()
 	if session.Options == nil {
-		opts := *s.Options
-		session.Options = &opts
+		session.Options = s.newOptions()
 	}
 	if session.Options.MaxAge < 0 {
 		return s.delete(ctx, w, session)
@@ -376,8 +391,7 @@ func (s *Store) delete(ctx context.Context, w http.ResponseWriter, session *sess
 func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
 	ctx := r.Context()
 	if session.Options == nil {
-		opts := *s.Options
-		session.Options = &opts
+		session.Options = s.newOptions()
 	}
 	st, stored := s.states.get(session)
 	if !stored {

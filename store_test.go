@@ -845,3 +845,12 @@ func TestStateIsReleasedWithSessions(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+func TestNilStoreOptionsFallBackToDefaults(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.store.Options = nil
+	b, _ := saveNew(t, f, map[any]any{"k": "v"})
+	if c := b.cookies[testSessionName]; c.MaxAge != DefaultMaxAge || !c.HttpOnly || c.Path != "/" {
+		t.Fatalf("cookie %+v, want the default attributes", c)
+	}
+}
