@@ -354,7 +354,8 @@ func (s *Store) writeCookie(w http.ResponseWriter, session *sessions.Session, ex
 	}
 	opts := *session.Options
 	if opts.MaxAge > 0 {
-		if left := int(expiresAt.Sub(now) / time.Second); left < opts.MaxAge {
+		// Round up: expiresAt was truncated to whole milliseconds.
+		if left := int((expiresAt.Sub(now) + time.Second - 1) / time.Second); left < opts.MaxAge {
 			opts.MaxAge = max(left, 1)
 		}
 	}
