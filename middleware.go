@@ -81,7 +81,8 @@ func (s *Store) Middleware(name string, opts MiddlewareOptions) func(http.Handle
 					slog.String("session", name), slog.String("error", err.Error()))
 			}
 			r = r.WithContext(context.WithValue(r.Context(), sessionContextKey{name}, session))
-			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, opts: &opts}
+			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, opts: &opts,
+				baseHeader: w.Header().Clone()}
 			next.ServeHTTP(sw, r)
 			sw.commit()
 		})
@@ -151,6 +152,9 @@ type sessionWriter struct {
 	req     *http.Request
 	session *sessions.Session
 	opts    *MiddlewareOptions
+	// baseHeader is the response header as it was before the handler ran
+	// (outer middleware's headers and Vary), restored on a failed save.
+	baseHeader http.Header
 
 	once   sync.Once
 	failed bool // the save failed and the error handler answered
@@ -160,23 +164,35 @@ type sessionWriter struct {
 // answers, and the handler's own response is discarded.
 func (w *sessionWriter) commit() {
 	w.once.Do(func() {
-		if !w.store.needsSave(w.session, w.opts.TouchInterval) {
-			return
-		}
-		before := len(w.Header().Values("Set-Cookie"))
-		if err := w.session.Save(w.req, w.ResponseWriter); err != nil {
-			w.failed = true
-			h := w.ResponseWriter.Header()
-			for k := range h {
-				delete(h, k) // drop what the handler set for its own response
+		if w.store.needsSave(w.session, w.opts.TouchInterval) {
+			if err := w.session.Save(w.req, w.ResponseWriter); err != nil {
+				w.failed = true
+				h := w.ResponseWriter.Header()
+				for k := range h {
+					delete(h, k) // drop what the handler set for its own response
+				}
+				for k, v := range w.baseHeader {
+					h[k] = v
+				}
+				w.opts.ErrorHandler(w.ResponseWriter, w.req, err)
+				return
 			}
-			w.opts.ErrorHandler(w.ResponseWriter, w.req, err)
-			return
 		}
-		if len(w.Header().Values("Set-Cookie")) > before {
+		// The handler may have saved the session itself (Save, RegenerateID).
+		if setsCookie(w.Header(), w.session.Name()) {
 			preventSharedCaching(w.Header())
 		}
 	})
+}
+
+// setsCookie reports whether h sets the cookie called name.
+func setsCookie(h http.Header, name string) bool {
+	for _, line := range h.Values("Set-Cookie") {
+		if c, err := http.ParseSetCookie(line); err == nil && c.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // preventSharedCaching makes a response that sets a cookie uncacheable by

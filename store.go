@@ -75,11 +75,11 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 	}
 	s := &Store{
 		Options: defaultOptions(),
-		coll:   coll,
-		codecs: codecs,
-		cfg:    cfg,
-		hasher: idHasher{key: cfg.IDHashKey},
-		states: newStateTable(),
+		coll:    coll,
+		codecs:  codecs,
+		cfg:     cfg,
+		hasher:  idHasher{key: cfg.IDHashKey},
+		states:  newStateTable(),
 	}
 	s.MaxAge(DefaultMaxAge)
 
