@@ -9,8 +9,8 @@ import (
 
 // Codec encodes the values of a session (sessions.Session.Values) to the
 // bytes stored in its document, and back. Implementations must be safe for
-// concurrent use and must not panic on any input to Decode: stored bytes are
-// treated as untrusted.
+// concurrent use. The store only passes Decode bytes whose MAC it has
+// checked, that is bytes it encoded itself.
 type Codec interface {
 	Encode(values map[any]any) ([]byte, error)
 	Decode(data []byte) (map[any]any, error)
@@ -32,9 +32,10 @@ func (GobCodec) Encode(values map[any]any) ([]byte, error) {
 
 // Decode implements Codec.
 func (GobCodec) Decode(data []byte) (values map[any]any, err error) {
-	// gob reports malformed input as errors, but a decoder fed hostile bytes
-	// has panicked in past releases; a corrupt document must not take the
-	// server down.
+	// gob reports malformed input as errors, but it is not hardened against
+	// hostile input (it has panicked in past releases, and a few bytes can
+	// make it allocate without bound). The store's MAC check keeps such bytes
+	// away; recover is the last line for the panics.
 	defer func() {
 		if r := recover(); r != nil {
 			values, err = nil, fmt.Errorf("gob: malformed data: %v", r)

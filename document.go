@@ -1,6 +1,9 @@
 package mongostore
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"time"
@@ -12,6 +15,7 @@ import (
 const (
 	fieldID        = "_id"       // hex SHA-256 (or HMAC) of the session ID
 	fieldData      = "data"      // codec-encoded session values (binary)
+	fieldMAC       = "mac"       // HMAC-SHA256 of _id and data (binary), checked before decoding
 	fieldCreatedAt = "createdAt" // when the session was first saved
 	fieldUpdatedAt = "updatedAt" // when it was last saved
 	fieldExpiresAt = "expiresAt" // when it expires: idle and absolute timeouts applied
@@ -20,6 +24,7 @@ const (
 // storedSession is the part of a session document the store reads back.
 type storedSession struct {
 	data      []byte
+	mac       []byte
 	createdAt time.Time
 	updatedAt time.Time
 	expiresAt time.Time
@@ -45,6 +50,13 @@ func decodeDocument(raw []byte) (storedSession, error) {
 		return s, fmt.Errorf("%w: %s is not generic binary", errMalformedDocument, fieldData)
 	}
 	s.data = bin
+	mac, err := doc.LookupErr(fieldMAC)
+	if err != nil {
+		return s, fmt.Errorf("%w: no %s field", errMalformedDocument, fieldMAC)
+	}
+	if subtype, s.mac, ok = mac.BinaryOK(); !ok || subtype != bson.TypeBinaryGeneric {
+		return s, fmt.Errorf("%w: %s is not generic binary", errMalformedDocument, fieldMAC)
+	}
 	if s.createdAt, err = lookupTime(doc, fieldCreatedAt); err != nil {
 		return s, err
 	}
@@ -73,10 +85,11 @@ func lookupTime(doc bson.Raw, field string) (time.Time, error) {
 func bsonDate(t time.Time) bson.DateTime { return bson.NewDateTimeFromTime(t) }
 
 // newDocument builds the document inserted for a new session.
-func newDocument(docID string, data []byte, now, expiresAt time.Time) bson.D {
+func newDocument(docID string, data, mac []byte, now, expiresAt time.Time) bson.D {
 	return bson.D{
 		{Key: fieldID, Value: docID},
 		{Key: fieldData, Value: bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: data}},
+		{Key: fieldMAC, Value: bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: mac}},
 		{Key: fieldCreatedAt, Value: bsonDate(now)},
 		{Key: fieldUpdatedAt, Value: bsonDate(now)},
 		{Key: fieldExpiresAt, Value: bsonDate(expiresAt)},
@@ -95,10 +108,62 @@ func liveFilter(docID string, now time.Time) bson.D {
 }
 
 // updateDocument sets new values and a new expiry on an existing session.
-func updateDocument(data []byte, now, expiresAt time.Time) bson.D {
+func updateDocument(data, mac []byte, now, expiresAt time.Time) bson.D {
 	return bson.D{{Key: "$set", Value: bson.D{
 		{Key: fieldData, Value: bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: data}},
+		{Key: fieldMAC, Value: bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: mac}},
 		{Key: fieldUpdatedAt, Value: bsonDate(now)},
 		{Key: fieldExpiresAt, Value: bsonDate(expiresAt)},
 	}}}
+}
+
+// macKeyLabel separates the document MAC keys from the cookie keys they are
+// derived from.
+const macKeyLabel = "mongostore v1 document MAC"
+
+// dataSealer authenticates stored session data. Session values are decoded
+// only after their MAC checks out, so bytes written to the collection by
+// anyone without the app's keys (a compromised or shared database, a
+// restored foreign backup) never reach the codec: encoding/gob is not
+// hardened against hostile input, and a few bytes can make it allocate
+// without bound.
+type dataSealer struct {
+	keys [][]byte // the first signs; all verify (key rotation)
+}
+
+// newDataSealer derives one MAC key from each cookie hash key.
+func newDataSealer(hashKeys [][]byte) dataSealer {
+	keys := make([][]byte, len(hashKeys))
+	for i, k := range hashKeys {
+		m := hmac.New(sha256.New, k)
+		m.Write([]byte(macKeyLabel))
+		keys[i] = m.Sum(nil)
+	}
+	return dataSealer{keys: keys}
+}
+
+func sealWith(key []byte, docID string, data []byte) []byte {
+	m := hmac.New(sha256.New, key)
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(docID)))
+	m.Write(n[:])
+	m.Write([]byte(docID))
+	m.Write(data)
+	return m.Sum(nil)
+}
+
+// seal returns the MAC of data stored under docID.
+func (d dataSealer) seal(docID string, data []byte) []byte {
+	return sealWith(d.keys[0], docID, data)
+}
+
+// verify reports whether mac authenticates data stored under docID with any
+// of the keys.
+func (d dataSealer) verify(docID string, data, mac []byte) bool {
+	for _, k := range d.keys {
+		if hmac.Equal(mac, sealWith(k, docID, data)) {
+			return true
+		}
+	}
+	return false
 }

@@ -15,8 +15,8 @@ import (
 	"github.com/gorilla/sessions"
 )
 
-// DefaultTouchInterval is the default MiddlewareOptions.TouchInterval.
-const DefaultTouchInterval = time.Minute
+// MaxTouchInterval caps the default MiddlewareOptions.TouchInterval.
+const MaxTouchInterval = time.Minute
 
 // MiddlewareOptions configures Store.Middleware. The zero value gives the
 // defaults documented on each field.
@@ -34,8 +34,9 @@ type MiddlewareOptions struct {
 	// request that does not change the session writes it anyway, to slide
 	// its idle timeout forward (and re-send its cookie). Requests that only
 	// read the session within the interval cost a single database round
-	// trip. Default one minute; negative never writes an unchanged session,
-	// so the idle timeout counts from the last change.
+	// trip. The default is a tenth of the session's idle timeout, at most
+	// MaxTouchInterval (one minute); negative never writes an unchanged
+	// session, so the idle timeout counts from the last change.
 	TouchInterval time.Duration
 }
 
@@ -63,9 +64,6 @@ func Session(r *http.Request, name string) *sessions.Session {
 func (s *Store) Middleware(name string, opts MiddlewareOptions) func(http.Handler) http.Handler {
 	if opts.ErrorHandler == nil {
 		opts.ErrorHandler = s.defaultErrorHandler
-	}
-	if opts.TouchInterval == 0 {
-		opts.TouchInterval = DefaultTouchInterval
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -102,20 +100,27 @@ func (s *Store) defaultErrorHandler(w http.ResponseWriter, r *http.Request, err 
 }
 
 // needsSave reports whether the middleware must write session: it changed,
-// it is to be deleted, or its last write is older than touch.
-func (s *Store) needsSave(session *sessions.Session, touch time.Duration) bool {
-	if session.Options != nil && session.Options.MaxAge < 0 {
-		_, stored := s.states.get(session)
-		return stored || session.ID != ""
-	}
+// it is to be deleted (or its stale cookie expired), or its last write is
+// older than the touch interval (see MiddlewareOptions.TouchInterval).
+func (s *Store) needsSave(r *http.Request, session *sessions.Session, touch time.Duration) bool {
 	st, stored := s.states.get(session)
+	if session.Options != nil && session.Options.MaxAge < 0 {
+		if stored || session.ID != "" {
+			return true
+		}
+		_, err := r.Cookie(session.Name()) // an unusable cookie is still worth expiring
+		return err == nil
+	}
 	if !stored {
 		return len(session.Values) > 0 // a new, empty session is not worth a cookie
 	}
 	if session.Options != nil && *session.Options != st.options {
 		return true
 	}
-	if touch >= 0 && !s.cfg.Now().Before(st.savedAt.Add(touch)) {
+	if touch == 0 {
+		touch = min(s.idleTimeout(session.Options)/10, MaxTouchInterval)
+	}
+	if touch > 0 && !s.cfg.Now().Before(st.savedAt.Add(touch)) {
 		return true
 	}
 	return s.changed(session, st)
@@ -164,7 +169,7 @@ type sessionWriter struct {
 // answers, and the handler's own response is discarded.
 func (w *sessionWriter) commit() {
 	w.once.Do(func() {
-		if w.store.needsSave(w.session, w.opts.TouchInterval) {
+		if w.store.needsSave(w.req, w.session, w.opts.TouchInterval) {
 			if err := w.session.Save(w.req, w.ResponseWriter); err != nil {
 				w.failed = true
 				h := w.ResponseWriter.Header()

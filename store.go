@@ -37,6 +37,7 @@ type Store struct {
 	codecs []securecookie.Codec
 	cfg    Config
 	hasher idHasher
+	sealer dataSealer
 	states *stateTable
 	expiry ExpiryMode // the mode in effect (ExpiryAuto resolved)
 
@@ -73,12 +74,17 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 	if err != nil {
 		return nil, err
 	}
+	hashKeys := make([][]byte, 0, len(codecs))
+	for i := 0; i < len(keyPairs); i += 2 {
+		hashKeys = append(hashKeys, keyPairs[i])
+	}
 	s := &Store{
 		Options: defaultOptions(),
 		coll:    coll,
 		codecs:  codecs,
 		cfg:     cfg,
 		hasher:  idHasher{key: cfg.IDHashKey},
+		sealer:  newDataSealer(hashKeys),
 		states:  newStateTable(),
 	}
 	s.MaxAge(DefaultMaxAge)
@@ -224,13 +230,9 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, id string) 
 	if err != nil {
 		return fmt.Errorf("%w: load session: %w", ErrDatabase, err)
 	}
-	doc, err := decodeDocument(raw)
+	doc, values, err := s.decodeStored(docID, raw)
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrDecode, err)
-	}
-	values, err := s.cfg.Codec.Decode(doc.data)
-	if err != nil {
-		return fmt.Errorf("%w: %w", ErrDecode, err)
+		return err
 	}
 	session.ID = id
 	session.Values = values
@@ -244,6 +246,24 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, id string) 
 		options:   *session.Options,
 	})
 	return nil
+}
+
+// decodeStored parses the raw document stored under docID, checks the MAC
+// of its data and decodes the session values. Untrusted bytes never reach
+// the codec.
+func (s *Store) decodeStored(docID string, raw []byte) (storedSession, map[any]any, error) {
+	doc, err := decodeDocument(raw)
+	if err != nil {
+		return doc, nil, fmt.Errorf("%w: %w", ErrDecode, err)
+	}
+	if !s.sealer.verify(docID, doc.data, doc.mac) {
+		return doc, nil, fmt.Errorf("%w: session data fails its integrity check (written without this app's keys)", ErrDecode)
+	}
+	values, err := s.cfg.Codec.Decode(doc.data)
+	if err != nil {
+		return doc, nil, fmt.Errorf("%w: %w", ErrDecode, err)
+	}
+	return doc, values, nil
 }
 
 // Save writes the session to the database and sets its cookie.
@@ -274,7 +294,7 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 		if !expiresAt.After(now) {
 			return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
 		}
-		res, err := s.coll.UpdateOne(ctx, liveFilter(st.docID, now), updateDocument(data, now, expiresAt))
+		res, err := s.coll.UpdateOne(ctx, liveFilter(st.docID, now), updateDocument(data, s.sealer.seal(st.docID, data), now, expiresAt))
 		if err != nil {
 			return fmt.Errorf("%w: save session: %w", ErrDatabase, err)
 		}
@@ -302,7 +322,7 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 func (s *Store) insert(ctx context.Context, session *sessions.Session, id string, data []byte, now time.Time) (time.Time, error) {
 	docID := s.hasher.docID(id)
 	expiresAt := s.expiresAt(session.Options, now, now)
-	if _, err := s.coll.InsertOne(ctx, newDocument(docID, data, now, expiresAt)); err != nil {
+	if _, err := s.coll.InsertOne(ctx, newDocument(docID, data, s.sealer.seal(docID, data), now, expiresAt)); err != nil {
 		return time.Time{}, fmt.Errorf("%w: insert session: %w", ErrDatabase, err)
 	}
 	session.ID = id
@@ -332,17 +352,22 @@ func (s *Store) encode(values map[any]any) ([]byte, error) {
 // expiresAt is when a session saved at now expires: after the idle timeout,
 // but never past the absolute timeout counted from createdAt.
 func (s *Store) expiresAt(opts *sessions.Options, createdAt, now time.Time) time.Time {
-	idle := s.cfg.DefaultIdleTimeout
-	if opts.MaxAge > 0 {
-		idle = time.Duration(opts.MaxAge) * time.Second
-	}
-	t := now.Add(idle)
+	t := now.Add(s.idleTimeout(opts))
 	if s.cfg.AbsoluteTimeout > 0 {
 		if limit := createdAt.Add(s.cfg.AbsoluteTimeout); limit.Before(t) {
 			t = limit
 		}
 	}
 	return t.Truncate(time.Millisecond) // BSON dates have millisecond precision
+}
+
+// idleTimeout is the idle timeout of a session with these options: its
+// MaxAge, or Config.DefaultIdleTimeout for browser-session cookies.
+func (s *Store) idleTimeout(opts *sessions.Options) time.Duration {
+	if opts != nil && opts.MaxAge > 0 {
+		return time.Duration(opts.MaxAge) * time.Second
+	}
+	return s.cfg.DefaultIdleTimeout
 }
 
 // writeCookie sets the session cookie. A cookie with a Max-Age never
@@ -377,8 +402,7 @@ func (s *Store) delete(ctx context.Context, w http.ResponseWriter, session *sess
 			return fmt.Errorf("%w: delete session: %w", ErrDatabase, err)
 		}
 	}
-	s.states.forget(session)
-	session.ID = ""
+	s.detach(session)
 	http.SetCookie(w, sessions.NewCookie(session.Name(), "", session.Options))
 	return nil
 }
@@ -386,17 +410,22 @@ func (s *Store) delete(ctx context.Context, w http.ResponseWriter, session *sess
 // RegenerateID gives the session a new ID, keeping its values, and deletes
 // the document of the old ID: call it when privileges change (at login) to
 // defeat session fixation. The session counts as created now for the
-// absolute timeout. It sets the new cookie. A session that was never saved
-// is simply saved under a fresh ID. If the old document was deleted or expired
-// meanwhile, RegenerateID returns ErrSessionGone and leaves no new document.
+// absolute timeout. It sets the new cookie. A session that was never saved,
+// or whose old document is already gone (a logout elsewhere, an expiry),
+// simply continues under the new ID.
+//
+// On failure the session is detached from its old ID: a later Save (for
+// example the middleware's) stores it under a fresh ID, never under the old
+// one, so values set for the new privileges cannot reach an ID an attacker
+// may have planted.
 func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
 	ctx := r.Context()
 	if session.Options == nil {
 		session.Options = s.newOptions()
 	}
 	st, stored := s.states.get(session)
+	s.detach(session)
 	if !stored {
-		session.ID = ""
 		return s.Save(r, w, session)
 	}
 	data, err := s.encode(session.Values)
@@ -404,24 +433,25 @@ func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *se
 		return err
 	}
 	now := s.cfg.Now()
-	oldID := session.ID
 	expiresAt, err := s.insert(ctx, session, newSessionID(), data, now)
 	if err != nil {
 		return err
 	}
-	res, err := s.coll.DeleteOne(ctx, idFilter(st.docID))
-	if err != nil || res.DeletedCount == 0 {
-		// Undo: the new document must not outlive the old one.
+	if _, err := s.coll.DeleteOne(ctx, idFilter(st.docID)); err != nil {
+		// Best effort: without the old document gone, the new one must not live.
 		newState, _ := s.states.get(session)
 		_, _ = s.coll.DeleteOne(context.WithoutCancel(ctx), idFilter(newState.docID))
-		session.ID = oldID
-		s.states.set(session, st)
-		if err != nil {
-			return fmt.Errorf("%w: delete old session: %w", ErrDatabase, err)
-		}
-		return ErrSessionGone
+		s.detach(session)
+		return fmt.Errorf("%w: delete old session: %w", ErrDatabase, err)
 	}
 	return s.writeCookie(w, session, expiresAt, now)
+}
+
+// detach forgets the session's ID and stored state, so that its next save
+// inserts it under a fresh ID.
+func (s *Store) detach(session *sessions.Session) {
+	s.states.forget(session)
+	session.ID = ""
 }
 
 // Close stops the background GC goroutine, if any, and waits for it. It

@@ -532,23 +532,48 @@ func TestRegenerateID(t *testing.T) {
 			t.Fatal("regenerated new session not stored")
 		}
 	})
-	t.Run("deleted meanwhile", func(t *testing.T) {
-		b, _ := saveNew(t, f, map[any]any{"k": 1})
+	t.Run("old document gone meanwhile", func(t *testing.T) {
+		b, oldID := saveNew(t, f, map[any]any{"k": 1})
 		before := f.count(t)
 		b.do(func(w http.ResponseWriter, r *http.Request) {
 			s, _ := f.store.Get(r, testSessionName)
 			if _, err := f.coll.DeleteOne(r.Context(), bson.D{{Key: fieldID, Value: f.store.hasher.docID(s.ID)}}); err != nil {
 				t.Fatal(err)
 			}
-			if err := f.store.RegenerateID(r, w, s); !errors.Is(err, ErrSessionGone) {
-				t.Fatalf("RegenerateID after delete: %v, want ErrSessionGone", err)
+			s.Values["user"] = "ada"
+			if err := f.store.RegenerateID(r, w, s); err != nil {
+				t.Fatalf("RegenerateID after the old document went: %v", err)
 			}
-			if len(w.Header().Values("Set-Cookie")) != 0 {
-				t.Fatal("RegenerateID set a cookie for a gone session")
+			if s.ID == oldID {
+				t.Fatal("the old ID was kept")
 			}
 		})
-		if n := f.count(t); n != before-1 {
-			t.Fatalf("%d documents, want %d: a gone session was resurrected", n, before-1)
+		if n := f.count(t); n != before {
+			t.Fatalf("%d documents, want %d (old gone, new one in its place)", n, before)
+		}
+		if s, _ := load(t, f, b); s.IsNew || s.Values["user"] != "ada" {
+			t.Fatalf("session after regeneration: IsNew=%v values=%v", s.IsNew, s.Values)
+		}
+	})
+	t.Run("failure never saves under the old ID", func(t *testing.T) {
+		b, oldID := saveNew(t, f, map[any]any{"role": "anonymous"})
+		r := b.request()
+		s, _ := f.store.Get(r, testSessionName)
+		s.Values["role"] = "admin"
+		s.Values["big"] = strings.Repeat("x", DefaultMaxSize+1) // RegenerateID fails: too large
+		if err := f.store.RegenerateID(r, httptest.NewRecorder(), s); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("RegenerateID = %v, want ErrTooLarge", err)
+		}
+		delete(s.Values, "big")
+		if err := s.Save(r, httptest.NewRecorder()); err != nil { // as the middleware would
+			t.Fatal(err)
+		}
+		if s.ID == oldID {
+			t.Fatal("the session was saved under its old ID after a failed RegenerateID")
+		}
+		old, _ := load(t, f, b)
+		if old.Values["role"] != "anonymous" {
+			t.Fatalf("old ID now holds %v: privileges reached a possibly planted ID", old.Values)
 		}
 	})
 }
@@ -852,5 +877,54 @@ func TestNilStoreOptionsFallBackToDefaults(t *testing.T) {
 	b, _ := saveNew(t, f, map[any]any{"k": "v"})
 	if c := b.cookies[testSessionName]; c.MaxAge != DefaultMaxAge || !c.HttpOnly || c.Path != "/" {
 		t.Fatalf("cookie %+v, want the default attributes", c)
+	}
+}
+
+func TestForeignDataNeverReachesTheCodec(t *testing.T) {
+	spy := &spyCodec{}
+	f := newFixture(t, Config{Codec: spy})
+	b, id := saveNew(t, f, map[any]any{"user": "ada"})
+	docID := f.store.hasher.docID(id)
+
+	// Someone with write access to the collection, but not the app's keys,
+	// replaces the data (a crafted gob stream can exhaust memory).
+	hostile := []byte("\r\x7f\x04\x01\x02\xff0\x00\x01\x10\x01\x10\x00\x007\xff\x80")
+	if _, err := f.coll.UpdateOne(context.Background(), bson.D{{Key: fieldID, Value: docID}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: fieldData, Value: bson.Binary{Data: hostile}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	spy.decoded = nil
+	s, err := load(t, f, b)
+	if !errors.Is(err, ErrDecode) || !s.IsNew {
+		t.Fatalf("Get = IsNew %v, %v; want a fresh session and ErrDecode", s.IsNew, err)
+	}
+	if spy.decoded != nil {
+		t.Fatalf("the codec was given unauthenticated data %q", spy.decoded)
+	}
+
+	// Data moved from another session's document fails too: the MAC binds
+	// the data to its _id.
+	_, other := saveNew(t, f, map[any]any{"user": "eve"})
+	otherDoc := readDocument(t, f, other)
+	if _, err := f.coll.UpdateOne(context.Background(), bson.D{{Key: fieldID, Value: docID}},
+		bson.D{{Key: "$set", Value: bson.D{
+			{Key: fieldData, Value: otherDoc.Lookup(fieldData)},
+			{Key: fieldMAC, Value: otherDoc.Lookup(fieldMAC)},
+		}}}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := load(t, f, b); !errors.Is(err, ErrDecode) || s.Values["user"] == "eve" {
+		t.Fatalf("swapped data accepted: %v, %v", s.Values, err)
+	}
+
+	// A store whose keys rotated still reads documents sealed with the old key.
+	rotated, err := NewStore(context.Background(), f.coll, Config{Expiry: ExpiryNone, Codec: spy}, otherHashKey, nil, testHashKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := saveNew(t, f, map[any]any{"user": "ada"})
+	rf := &storeFixture{store: rotated, coll: f.coll, cmds: f.cmds}
+	if s, err := load(t, rf, b2); err != nil || s.Values["user"] != "ada" {
+		t.Fatalf("rotated store: %v, %v", s.Values, err)
 	}
 }

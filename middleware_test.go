@@ -1,0 +1,1325 @@
+package mongostore
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/securecookie"
+	"github.com/gorilla/sessions"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// The middleware tests that count commands use ExpiryNone: the GC goroutine
+// of the other modes sweeps once when the store starts, possibly after the
+// fixture has reset its command log, and would add a find of its own.
+
+// mwHandlerText is what the test handlers write; it must never appear in an
+// error response.
+const mwHandlerText = "handler body: this must not leak"
+
+// mwCommandNames returns the names of the commands recorded in l, in order.
+func mwCommandNames(l *commandLog) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var names []string
+	for _, c := range l.commands {
+		if elems, err := c.Elements(); err == nil && len(elems) > 0 {
+			names = append(names, elems[0].Key())
+		}
+	}
+	return names
+}
+
+// mwSetCookie returns the cookie called name that h sets, or nil.
+func mwSetCookie(h http.Header, name string) *http.Cookie {
+	for _, c := range (&http.Response{Header: h}).Cookies() {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// mwDocument returns the document of the session whose cookie value is
+// value, read directly from the collection (the read is recorded in the
+// fixture's command log).
+func mwDocument(t testing.TB, f *storeFixture, value string) (bson.Raw, bool) {
+	t.Helper()
+	id, err := f.store.decodeCookie(testSessionName, value)
+	if err != nil {
+		t.Fatalf("decode session cookie: %v", err)
+	}
+	raw, err := f.coll.FindOne(context.Background(), idFilter(f.store.hasher.docID(id))).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatalf("find session document: %v", err)
+	}
+	return raw, true
+}
+
+// mwBrowserDocument returns the document of the session the browser holds.
+func mwBrowserDocument(t testing.TB, f *storeFixture, b *browser) (bson.Raw, bool) {
+	t.Helper()
+	c, ok := b.cookies[testSessionName]
+	if !ok {
+		t.Fatalf("the browser holds no %q cookie", testSessionName)
+	}
+	return mwDocument(t, f, c.Value)
+}
+
+// mwDate returns the date field of a session document.
+func mwDate(t testing.TB, doc bson.Raw, field string) time.Time {
+	t.Helper()
+	v, err := doc.LookupErr(field)
+	if err != nil {
+		t.Fatalf("document has no %s: %v", field, err)
+	}
+	dt, ok := v.DateTimeOK()
+	if !ok {
+		t.Fatalf("%s is %v, not a date", field, v.Type)
+	}
+	return time.UnixMilli(dt).UTC()
+}
+
+// mwSessionHandler returns the middleware named testSessionName of
+// f.store wrapping fn, which gets the session the middleware loaded.
+func mwSessionHandler(t testing.TB, f *storeFixture, opts MiddlewareOptions, fn func(w http.ResponseWriter, r *http.Request, s *sessions.Session)) http.Handler {
+	return f.store.Middleware(testSessionName, opts)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s := Session(r, testSessionName)
+		if s == nil {
+			t.Errorf("Session(r, %q) = nil inside the middleware", testSessionName)
+			http.Error(w, "no session", http.StatusTeapot)
+			return
+		}
+		fn(w, r, s)
+	}))
+}
+
+// mwServer starts an HTTP server for h, closed when the test ends.
+func mwServer(t testing.TB, h http.Handler) *httptest.Server {
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// mwClient returns an HTTP client for srv with its own cookie jar.
+func mwClient(t testing.TB, srv *httptest.Server) *http.Client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := srv.Client()
+	return &http.Client{Transport: c.Transport, Jar: jar, Timeout: 30 * time.Second}
+}
+
+// mwGet sends a GET to url and returns the response and its whole body.
+func mwGet(t testing.TB, c *http.Client, url string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("read body: %v", err)
+	}
+	return resp, string(body)
+}
+
+// mwUnreachableStore returns a store whose client never reaches a server,
+// and the log of the commands that client starts.
+func mwUnreachableStore(t testing.TB, cfg Config) (*Store, *commandLog) {
+	t.Helper()
+	cmds := &commandLog{}
+	client, err := mongo.Connect(options.Client().
+		ApplyURI("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=50&connectTimeoutMS=50").
+		SetMonitor(cmds.monitor()))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	cfg.Expiry = ExpiryNone
+	store, err := NewStore(context.Background(), client.Database(testDatabase).Collection("unreachable"), cfg, testHashKey)
+	if err != nil {
+		t.Fatalf("NewStore: %v", err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store, cmds
+}
+
+// mwCookieFor returns a validly signed cookie value for a fresh session ID
+// of the store.
+func mwCookieFor(t testing.TB, s *Store) string {
+	t.Helper()
+	v, err := securecookie.EncodeMulti(testSessionName, []byte(newSessionID()), s.codecs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// TestMiddlewareCommands checks which commands a request sends, whether it
+// sets the cookie, and what stays in the collection.
+func TestMiddlewareCommands(t *testing.T) {
+	type check func(t *testing.T, s *sessions.Session)
+	wantExisting := func(t *testing.T, s *sessions.Session) {
+		t.Helper()
+		if s.IsNew || s.Values["user"] != "alice" {
+			t.Errorf("session IsNew=%v values=%v, want the stored session with user alice", s.IsNew, s.Values)
+		}
+	}
+	wantNew := func(t *testing.T, s *sessions.Session) {
+		t.Helper()
+		if !s.IsNew || len(s.Values) != 0 {
+			t.Errorf("session IsNew=%v values=%v, want a new empty session", s.IsNew, s.Values)
+		}
+	}
+	tests := []struct {
+		name       string
+		existing   bool
+		handle     func(s *sessions.Session)
+		check      check
+		wantCmds   []string
+		wantCookie bool // a session cookie with a value
+		wantExpire bool // an expired session cookie
+		wantDocs   int64
+	}{
+		{name: "new session untouched", handle: func(s *sessions.Session) {}, check: wantNew, wantDocs: 0},
+		{name: "new session read only", handle: func(s *sessions.Session) { _ = s.Values["user"] }, check: wantNew, wantDocs: 0},
+		{name: "new session with values", handle: func(s *sessions.Session) { s.Values["user"] = "bob" }, check: wantNew,
+			wantCmds: []string{"insert"}, wantCookie: true, wantDocs: 1},
+		{name: "new session logout", handle: func(s *sessions.Session) { s.Options.MaxAge = -1 }, check: wantNew, wantDocs: 0},
+		{name: "existing read only", existing: true, handle: func(s *sessions.Session) { _ = s.Values["user"] }, check: wantExisting,
+			wantCmds: []string{"find"}, wantDocs: 1},
+		{name: "existing same value assigned", existing: true, handle: func(s *sessions.Session) { s.Values["user"] = "alice" }, check: wantExisting,
+			wantCmds: []string{"find"}, wantDocs: 1},
+		{name: "existing value changed", existing: true, handle: func(s *sessions.Session) { s.Values["user"] = "carol" }, check: wantExisting,
+			wantCmds: []string{"find", "update"}, wantCookie: true, wantDocs: 1},
+		{name: "existing value added", existing: true, handle: func(s *sessions.Session) { s.Values["theme"] = "dark" }, check: wantExisting,
+			wantCmds: []string{"find", "update"}, wantCookie: true, wantDocs: 1},
+		{name: "existing value removed", existing: true, handle: func(s *sessions.Session) { delete(s.Values, "user") }, check: wantExisting,
+			wantCmds: []string{"find", "update"}, wantCookie: true, wantDocs: 1},
+		{name: "existing options changed", existing: true, handle: func(s *sessions.Session) { s.Options.MaxAge = 3600 }, check: wantExisting,
+			wantCmds: []string{"find", "update"}, wantCookie: true, wantDocs: 1},
+		{name: "existing logout", existing: true, handle: func(s *sessions.Session) { s.Options.MaxAge = -1 }, check: wantExisting,
+			wantCmds: []string{"find", "delete"}, wantExpire: true, wantDocs: 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			f := newFixture(t, Config{Expiry: ExpiryNone, Now: clock.Now})
+			b := newBrowser()
+			if tc.existing {
+				b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+					s.Values["user"] = "alice"
+				}).ServeHTTP)
+				if f.count(t) != 1 {
+					t.Fatal("the set-up request stored no session")
+				}
+				clock.Advance(time.Second)
+			}
+			f.cmds.reset()
+
+			var checked check = tc.check
+			rec := b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				checked(t, s)
+				tc.handle(s)
+				_, _ = io.WriteString(w, "ok")
+			}).ServeHTTP)
+
+			if got := mwCommandNames(f.cmds); !slices.Equal(got, tc.wantCmds) {
+				t.Errorf("commands = %q, want %q", got, tc.wantCmds)
+			}
+			if rec.Code != http.StatusOK || rec.Body.String() != "ok" {
+				t.Errorf("response %d %q, want 200 ok", rec.Code, rec.Body)
+			}
+			c := mwSetCookie(rec.Header(), testSessionName)
+			switch {
+			case tc.wantCookie && (c == nil || c.Value == "" || c.MaxAge < 0):
+				t.Errorf("Set-Cookie %v, want a session cookie", rec.Header().Values("Set-Cookie"))
+			case tc.wantExpire && (c == nil || c.MaxAge >= 0):
+				t.Errorf("Set-Cookie %v, want an expired session cookie", rec.Header().Values("Set-Cookie"))
+			case !tc.wantCookie && !tc.wantExpire && c != nil:
+				t.Errorf("Set-Cookie %v, want none", rec.Header().Values("Set-Cookie"))
+			}
+			if n := f.count(t); n != tc.wantDocs {
+				t.Errorf("%d documents, want %d", n, tc.wantDocs)
+			}
+		})
+	}
+}
+
+// TestMiddlewareSavesBeforeHeaders checks through a real server that a
+// changed session is saved and its cookie sent whatever way the handler
+// starts its response.
+func TestMiddlewareSavesBeforeHeaders(t *testing.T) {
+	tests := []struct {
+		name       string
+		respond    func(t *testing.T, w http.ResponseWriter)
+		wantStatus int
+		wantBody   string
+	}{
+		{"Write", func(t *testing.T, w http.ResponseWriter) { _, _ = io.WriteString(w, "written") }, http.StatusOK, "written"},
+		{"WriteHeader 201", func(t *testing.T, w http.ResponseWriter) {
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, "created")
+		}, http.StatusCreated, "created"},
+		{"WriteHeader 204 only", func(t *testing.T, w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) }, http.StatusNoContent, ""},
+		{"ReadFrom", func(t *testing.T, w http.ResponseWriter) {
+			rf, ok := w.(io.ReaderFrom)
+			if !ok {
+				t.Errorf("%T is not an io.ReaderFrom", w)
+				return
+			}
+			if _, err := rf.ReadFrom(strings.NewReader("copied")); err != nil {
+				t.Errorf("ReadFrom: %v", err)
+			}
+		}, http.StatusOK, "copied"},
+		{"io.Copy", func(t *testing.T, w http.ResponseWriter) {
+			_, _ = io.Copy(w, io.LimitReader(strings.NewReader("copied via io.Copy"), 100))
+		}, http.StatusOK, "copied via io.Copy"},
+		{"nothing written", func(t *testing.T, w http.ResponseWriter) {}, http.StatusOK, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{})
+			srv := mwServer(t, mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				if r.URL.Path == "/check" {
+					_, _ = fmt.Fprintf(w, "new=%v saved=%v", s.IsNew, s.Values["saved"])
+					return
+				}
+				s.Values["saved"] = tc.name
+				w.Header().Set("X-Handler", "yes")
+				tc.respond(t, w)
+			}))
+			client := mwClient(t, srv)
+
+			resp, body := mwGet(t, client, srv.URL+"/")
+			if resp.StatusCode != tc.wantStatus || body != tc.wantBody {
+				t.Errorf("response %d %q, want %d %q", resp.StatusCode, body, tc.wantStatus, tc.wantBody)
+			}
+			c := mwSetCookie(resp.Header, testSessionName)
+			if c == nil || c.Value == "" {
+				t.Fatalf("response sets no session cookie; headers %v", resp.Header)
+			}
+			if resp.Header.Get("X-Handler") != "yes" {
+				t.Errorf("the handler's header was lost: %v", resp.Header)
+			}
+			if _, ok := mwDocument(t, f, c.Value); !ok {
+				t.Errorf("no document for the cookie the response set")
+			}
+			_, body = mwGet(t, client, srv.URL+"/check")
+			if want := "new=false saved=" + tc.name; body != want {
+				t.Errorf("next request sees %q, want %q", body, want)
+			}
+		})
+	}
+}
+
+// TestMiddlewareFlushStreams checks that flushing saves the session, sends
+// the cookie with the headers and lets the response stream.
+func TestMiddlewareFlushStreams(t *testing.T) {
+	tests := []struct {
+		name  string
+		flush func(w http.ResponseWriter) error
+	}{
+		{"ResponseController", func(w http.ResponseWriter) error { return http.NewResponseController(w).Flush() }},
+		{"http.Flusher", func(w http.ResponseWriter) error {
+			fl, ok := w.(http.Flusher)
+			if !ok {
+				return fmt.Errorf("%T is not an http.Flusher", w)
+			}
+			fl.Flush()
+			return nil
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{})
+			firstRead := make(chan struct{})
+			handlerDone := make(chan struct{})
+			srv := mwServer(t, mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				defer close(handlerDone)
+				s.Values["streaming"] = true
+				// A flush before anything is written sends the headers alone.
+				if err := tc.flush(w); err != nil {
+					t.Errorf("first flush: %v", err)
+				}
+				if _, err := io.WriteString(w, "chunk 1\n"); err != nil {
+					t.Errorf("write chunk 1: %v", err)
+				}
+				if err := tc.flush(w); err != nil {
+					t.Errorf("flush: %v", err)
+				}
+				select {
+				case <-firstRead:
+				case <-time.After(20 * time.Second):
+					t.Error("the client never read the first chunk: the flush did not reach it")
+					return
+				}
+				if _, err := io.WriteString(w, "chunk 2\n"); err != nil {
+					t.Errorf("write chunk 2: %v", err)
+				}
+			}))
+			client := mwClient(t, srv)
+			resp, err := client.Get(srv.URL)
+			if err != nil {
+				close(firstRead)
+				t.Fatalf("GET: %v", err)
+			}
+			defer resp.Body.Close()
+			c := mwSetCookie(resp.Header, testSessionName)
+			if c == nil || c.Value == "" {
+				t.Errorf("streamed response sets no session cookie; headers %v", resp.Header)
+			}
+			if resp.Header.Get("Cache-Control") != "no-store" {
+				t.Errorf("Cache-Control %q, want no-store", resp.Header.Get("Cache-Control"))
+			}
+			br := bufio.NewReader(resp.Body)
+			line, err := br.ReadString('\n')
+			close(firstRead)
+			if err != nil || line != "chunk 1\n" {
+				t.Fatalf("first chunk %q, %v", line, err)
+			}
+			rest, err := io.ReadAll(br)
+			if err != nil || string(rest) != "chunk 2\n" {
+				t.Errorf("rest of the stream %q, %v", rest, err)
+			}
+			<-handlerDone
+			if c != nil {
+				if _, ok := mwDocument(t, f, c.Value); !ok {
+					t.Error("no document for the streamed session")
+				}
+			}
+		})
+	}
+}
+
+// TestMiddlewareResponseController checks that the ResponseController
+// methods the sessionWriter does not implement reach the server's writer
+// through Unwrap.
+func TestMiddlewareResponseController(t *testing.T) {
+	f := newFixture(t, Config{})
+	srv := mwServer(t, mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		rc := http.NewResponseController(w)
+		s.Values["deadline"] = "set"
+		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Errorf("SetWriteDeadline: %v (ErrNotSupported: %v)", err, errors.Is(err, http.ErrNotSupported))
+		}
+		if err := rc.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Errorf("SetReadDeadline: %v", err)
+		}
+		if err := rc.Flush(); err != nil {
+			t.Errorf("Flush: %v", err)
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	resp, body := mwGet(t, mwClient(t, srv), srv.URL)
+	if resp.StatusCode != http.StatusOK || body != "ok" {
+		t.Errorf("response %d %q", resp.StatusCode, body)
+	}
+	if c := mwSetCookie(resp.Header, testSessionName); c == nil {
+		t.Error("no session cookie")
+	}
+	if n := f.count(t); n != 1 {
+		t.Errorf("%d documents, want 1", n)
+	}
+
+	// Hijack, too, reaches the connection through Unwrap.
+	hijack := mwServer(t, mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("Hijack: %v", err)
+			return
+		}
+		defer conn.Close()
+		_, _ = rw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nhijacked")
+		_ = rw.Flush()
+	}))
+	resp, body = mwGet(t, mwClient(t, hijack), hijack.URL)
+	if resp.StatusCode != http.StatusOK || body != "hijacked" {
+		t.Errorf("hijacked response %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestMiddlewareLoadError checks that a session the database cannot load
+// never reaches the handler.
+func TestMiddlewareLoadError(t *testing.T) {
+	stores := []struct {
+		name  string
+		store func(t *testing.T, logs *syncBuffer) *Store
+	}{
+		{"unreachable server", func(t *testing.T, logs *syncBuffer) *Store {
+			s, _ := mwUnreachableStore(t, Config{Logger: testLogger(logs)})
+			return s
+		}},
+		{"disconnected client", func(t *testing.T, logs *syncBuffer) *Store {
+			client := testClient(t, nil)
+			coll := testCollection(t, client)
+			s, err := NewStore(context.Background(), coll, Config{Expiry: ExpiryNone, Logger: testLogger(logs)}, testHashKey)
+			if err != nil {
+				t.Fatalf("NewStore: %v", err)
+			}
+			t.Cleanup(func() { _ = s.Close() })
+			if err := client.Disconnect(context.Background()); err != nil {
+				t.Fatalf("disconnect: %v", err)
+			}
+			return s
+		}},
+	}
+	for _, st := range stores {
+		for _, custom := range []bool{false, true} {
+			name := st.name + "/default handler"
+			if custom {
+				name = st.name + "/custom handler"
+			}
+			t.Run(name, func(t *testing.T) {
+				logs := &syncBuffer{}
+				store := st.store(t, logs)
+				var handlerCalled atomic.Bool
+				var gotErr error
+				opts := MiddlewareOptions{}
+				if custom {
+					opts.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+						gotErr = err
+						http.Error(w, "custom: try later", http.StatusServiceUnavailable)
+					}
+				}
+				h := store.Middleware(testSessionName, opts)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					handlerCalled.Store(true)
+					_, _ = io.WriteString(w, mwHandlerText)
+				}))
+				req := httptest.NewRequest(http.MethodGet, "/", nil)
+				req.AddCookie(&http.Cookie{Name: testSessionName, Value: mwCookieFor(t, store)})
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+
+				if handlerCalled.Load() {
+					t.Error("the handler ran although the session could not be loaded")
+				}
+				if strings.Contains(rec.Body.String(), mwHandlerText) {
+					t.Errorf("body %q contains the handler's text", rec.Body)
+				}
+				if !strings.Contains(rec.Header().Get("Vary"), "Cookie") {
+					t.Errorf("Vary %q, want Cookie", rec.Header().Values("Vary"))
+				}
+				if custom {
+					if !errors.Is(gotErr, ErrDatabase) {
+						t.Errorf("error handler got %v, want ErrDatabase", gotErr)
+					}
+					if rec.Code != http.StatusServiceUnavailable {
+						t.Errorf("status %d, want the custom handler's 503", rec.Code)
+					}
+					return
+				}
+				if rec.Code != http.StatusInternalServerError {
+					t.Errorf("status %d, want 500", rec.Code)
+				}
+				if !strings.Contains(logs.String(), "mongostore: session middleware") {
+					t.Errorf("default handler logged nothing: %s", logs)
+				}
+			})
+		}
+	}
+}
+
+// mwSaveFailure describes a way of making the save at the end of a request
+// fail.
+type mwSaveFailure struct {
+	name    string
+	cfg     Config
+	prepare bool // create a session first
+	change  func(t *testing.T, f *storeFixture, s *sessions.Session)
+	status  int // of the default error handler
+	target  error
+}
+
+type mwUnregistered struct{ X int } // never registered with gob
+
+func mwSaveFailures() []mwSaveFailure {
+	return []mwSaveFailure{
+		{
+			name: "too large", cfg: Config{MaxSize: 256},
+			change: func(t *testing.T, f *storeFixture, s *sessions.Session) {
+				s.Values["big"] = strings.Repeat("x", 1000)
+			},
+			status: http.StatusInternalServerError, target: ErrTooLarge,
+		},
+		{
+			name: "too large on update", cfg: Config{MaxSize: 256}, prepare: true,
+			change: func(t *testing.T, f *storeFixture, s *sessions.Session) {
+				s.Values["big"] = strings.Repeat("x", 1000)
+			},
+			status: http.StatusInternalServerError, target: ErrTooLarge,
+		},
+		{
+			name: "unencodable",
+			change: func(t *testing.T, f *storeFixture, s *sessions.Session) {
+				s.Values["odd"] = mwUnregistered{1}
+			},
+			status: http.StatusInternalServerError, target: ErrEncode,
+		},
+		{
+			name: "session gone", prepare: true,
+			change: func(t *testing.T, f *storeFixture, s *sessions.Session) {
+				if s.IsNew {
+					t.Error("the prepared session was not loaded")
+				}
+				if _, err := f.coll.DeleteMany(context.Background(), bson.D{}); err != nil {
+					t.Errorf("delete: %v", err)
+				}
+				s.Values["user"] = "changed after logout elsewhere"
+			},
+			status: http.StatusConflict, target: ErrSessionGone,
+		},
+	}
+}
+
+// mwTriggers are the ways the handler's response can start, each of which
+// commits the session.
+var mwTriggers = []struct {
+	name    string
+	respond func(w http.ResponseWriter) error
+}{
+	{"WriteHeader", func(w http.ResponseWriter) error {
+		w.WriteHeader(http.StatusAccepted)
+		_, err := io.WriteString(w, mwHandlerText)
+		return err
+	}},
+	{"Write", func(w http.ResponseWriter) error {
+		_, err := io.WriteString(w, mwHandlerText)
+		return err
+	}},
+	{"Flush", func(w http.ResponseWriter) error {
+		return http.NewResponseController(w).Flush()
+	}},
+	{"ReadFrom", func(w http.ResponseWriter) error {
+		_, err := w.(io.ReaderFrom).ReadFrom(strings.NewReader(mwHandlerText))
+		return err
+	}},
+	{"return", func(w http.ResponseWriter) error { return nil }},
+}
+
+// TestMiddlewareSaveError checks that a failed save replaces the handler's
+// response with the error handler's, whatever way the response started.
+func TestMiddlewareSaveError(t *testing.T) {
+	for _, fail := range mwSaveFailures() {
+		for _, trig := range mwTriggers {
+			t.Run(fail.name+"/"+trig.name, func(t *testing.T) {
+				f := newFixture(t, fail.cfg)
+				b := newBrowser()
+				if fail.prepare {
+					b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+						s.Values["user"] = "alice"
+					}).ServeHTTP)
+				}
+				docsBefore := f.count(t)
+				var respondErr error
+				rec := b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+					w.Header().Set("X-Handler", "leaked")
+					w.Header().Set("Content-Type", "application/x-handler")
+					fail.change(t, f, s)
+					respondErr = trig.respond(w)
+				}).ServeHTTP)
+
+				if rec.Code != fail.status {
+					t.Errorf("status %d, want %d", rec.Code, fail.status)
+				}
+				if strings.Contains(rec.Body.String(), mwHandlerText) {
+					t.Errorf("body %q contains the handler's text", rec.Body)
+				}
+				if rec.Header().Get("X-Handler") != "" || strings.Contains(rec.Header().Get("Content-Type"), "x-handler") {
+					t.Errorf("the handler's headers leaked: %v", rec.Header())
+				}
+				if c := mwSetCookie(rec.Header(), testSessionName); c != nil {
+					t.Errorf("error response sets the session cookie: %v", c)
+				}
+				if trig.name != "return" && !errors.Is(respondErr, errResponseDiscarded) {
+					t.Errorf("the handler's %s returned %v, want errResponseDiscarded", trig.name, respondErr)
+				}
+				wantDocs := docsBefore
+				if fail.target == ErrSessionGone {
+					wantDocs = 0
+				}
+				if n := f.count(t); n != wantDocs {
+					t.Errorf("%d documents, want %d", n, wantDocs)
+				}
+			})
+		}
+		t.Run(fail.name+"/custom handler", func(t *testing.T) {
+			f := newFixture(t, fail.cfg)
+			b := newBrowser()
+			if fail.prepare {
+				b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+					s.Values["user"] = "alice"
+				}).ServeHTTP)
+			}
+			var gotErr error
+			calls := 0
+			opts := MiddlewareOptions{ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+				calls++
+				gotErr = err
+				if Session(r, testSessionName) == nil {
+					t.Error("the error handler's request carries no session")
+				}
+				w.Header().Set("X-Error", "custom")
+				w.WriteHeader(http.StatusTeapot)
+				_, _ = io.WriteString(w, "custom error")
+			}}
+			rec := b.do(mwSessionHandler(t, f, opts, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				fail.change(t, f, s)
+				_, _ = io.WriteString(w, mwHandlerText)
+				_, _ = io.WriteString(w, mwHandlerText)
+			}).ServeHTTP)
+			if calls != 1 {
+				t.Errorf("error handler called %d times, want once", calls)
+			}
+			if !errors.Is(gotErr, fail.target) {
+				t.Errorf("error handler got %v, want %v", gotErr, fail.target)
+			}
+			if rec.Code != http.StatusTeapot || rec.Body.String() != "custom error" || rec.Header().Get("X-Error") != "custom" {
+				t.Errorf("response %d %v %q, want the custom handler's", rec.Code, rec.Header(), rec.Body)
+			}
+		})
+	}
+}
+
+// TestMiddlewareErrorResponseKeepsHeaders checks that a failed save drops
+// only what the handler added to the response headers: the middleware's own
+// "Vary: Cookie" ("every response gets Vary: Cookie") and headers that outer
+// middleware set before calling this one (HSTS, CORS, request IDs) stay.
+func TestMiddlewareErrorResponseKeepsHeaders(t *testing.T) {
+	f := newFixture(t, Config{MaxSize: 256})
+	inner := mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		w.Header().Set("X-Handler", "leaked")
+		s.Values["big"] = strings.Repeat("x", 1000)
+		_, _ = io.WriteString(w, mwHandlerText)
+	})
+	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Strict-Transport-Security", "max-age=63072000")
+		w.Header().Set("X-Request-Id", "req-1")
+		inner.ServeHTTP(w, r)
+	})
+	rec := httptest.NewRecorder()
+	outer.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+
+	if rec.Code != http.StatusInternalServerError {
+		t.Fatalf("status %d, want 500", rec.Code)
+	}
+	if rec.Header().Get("X-Handler") != "" {
+		t.Errorf("the handler's header leaked: %v", rec.Header())
+	}
+	if !strings.Contains(strings.Join(rec.Header().Values("Vary"), ","), "Cookie") {
+		t.Errorf("error response has Vary %q, want Cookie (headers %v)", rec.Header().Values("Vary"), rec.Header())
+	}
+	for _, h := range []string{"Strict-Transport-Security", "X-Request-Id"} {
+		if rec.Header().Get(h) == "" {
+			t.Errorf("error response lost the outer middleware's %s header (headers %v)", h, rec.Header())
+		}
+	}
+}
+
+// TestMiddlewareInvalidCookie checks that an unusable cookie gives the
+// handler a fresh session without a database query.
+func TestMiddlewareInvalidCookie(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b := newBrowser()
+	b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		s.Values["user"] = "alice"
+	}).ServeHTTP)
+	valid := b.cookies[testSessionName].Value
+
+	flip := []byte(valid)
+	i := len(flip) / 2
+	if flip[i] == 'A' {
+		flip[i] = 'B'
+	} else {
+		flip[i] = 'A'
+	}
+	foreign, err := securecookie.EncodeMulti(testSessionName, []byte(newSessionID()), securecookie.New(otherHashKey, nil).SetSerializer(securecookie.NopEncoder{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	malformedID, err := securecookie.EncodeMulti(testSessionName, []byte("not-a-session-id"), f.store.codecs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	otherName, err := securecookie.EncodeMulti("other", []byte(newSessionID()), f.store.codecs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ name, value string }{
+		{"flipped", string(flip)},
+		{"truncated", valid[:len(valid)-4]},
+		{"foreign key", foreign},
+		{"malformed ID", malformedID},
+		{"signed for another name", otherName},
+		{"garbage", "garbage|||"},
+		{"empty", ""},
+	}
+	for _, tc := range tests {
+		for _, write := range []bool{false, true} {
+			name := tc.name + "/read"
+			if write {
+				name = tc.name + "/write"
+			}
+			t.Run(name, func(t *testing.T) {
+				before := f.count(t)
+				f.cmds.reset()
+				h := mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+					if !s.IsNew || len(s.Values) != 0 || s.ID != "" {
+						t.Errorf("session IsNew=%v ID=%q values=%v, want a fresh one", s.IsNew, s.ID, s.Values)
+					}
+					if got, err := f.store.Get(r, testSessionName); got != s || !errors.Is(err, ErrInvalidCookie) {
+						t.Errorf("store.Get = %p, %v; want the middleware's session %p and ErrInvalidCookie", got, err, s)
+					}
+					if write {
+						s.Values["user"] = "mallory"
+					}
+					_, _ = io.WriteString(w, "ok")
+				})
+				req := httptest.NewRequest(http.MethodGet, "/", nil)
+				req.AddCookie(&http.Cookie{Name: testSessionName, Value: tc.value})
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, req)
+				if rec.Code != http.StatusOK || rec.Body.String() != "ok" {
+					t.Errorf("response %d %q, want 200 ok", rec.Code, rec.Body)
+				}
+				wantCmds := []string(nil)
+				if write {
+					wantCmds = []string{"insert"}
+				}
+				if got := mwCommandNames(f.cmds); !slices.Equal(got, wantCmds) {
+					t.Errorf("commands %q, want %q", got, wantCmds)
+				}
+				c := mwSetCookie(rec.Header(), testSessionName)
+				if !write {
+					if c != nil {
+						t.Errorf("sets cookie %v, want none", c)
+					}
+					return
+				}
+				if c == nil || c.Value == "" || c.Value == valid {
+					t.Fatalf("sets cookie %v, want a new session's", c)
+				}
+				if n := f.count(t); n != before+1 {
+					t.Errorf("%d documents, want %d", n, before+1)
+				}
+			})
+		}
+	}
+	// The original session is untouched.
+	if doc, ok := mwDocument(t, f, valid); !ok {
+		t.Error("the original session is gone")
+	} else if data, err := decodeDocument(doc); err != nil {
+		t.Error(err)
+	} else if v, err := f.store.cfg.Codec.Decode(data.data); err != nil || v["user"] != "alice" {
+		t.Errorf("original session values %v, %v", v, err)
+	}
+}
+
+// TestMiddlewareUnreadableSession checks that a stored session that cannot
+// be decoded is treated as lost, not as an outage.
+func TestMiddlewareUnreadableSession(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b := newBrowser()
+	b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		s.Values["user"] = "alice"
+	}).ServeHTTP)
+	old := b.cookies[testSessionName].Value
+	if _, err := f.coll.UpdateMany(context.Background(), bson.D{}, bson.D{{Key: "$set", Value: bson.D{
+		{Key: fieldData, Value: bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: []byte("not gob")}},
+	}}}); err != nil {
+		t.Fatal(err)
+	}
+	f.cmds.reset()
+	rec := b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		if !s.IsNew || len(s.Values) != 0 {
+			t.Errorf("session IsNew=%v values=%v, want a fresh one", s.IsNew, s.Values)
+		}
+		s.Values["user"] = "alice again"
+		_, _ = io.WriteString(w, "ok")
+	}).ServeHTTP)
+	if rec.Code != http.StatusOK || rec.Body.String() != "ok" {
+		t.Errorf("response %d %q, want 200 ok", rec.Code, rec.Body)
+	}
+	if got, want := mwCommandNames(f.cmds), []string{"find", "insert"}; !slices.Equal(got, want) {
+		t.Errorf("commands %q, want %q", got, want)
+	}
+	if c := mwSetCookie(rec.Header(), testSessionName); c == nil || c.Value == old {
+		t.Errorf("cookie %v, want a new session's", c)
+	}
+	if !strings.Contains(f.logs.String(), "discarding unreadable session") {
+		t.Errorf("no warning logged: %s", f.logs)
+	}
+}
+
+// TestMiddlewareCacheHeaders checks Vary and Cache-Control.
+func TestMiddlewareCacheHeaders(t *testing.T) {
+	tests := []struct {
+		name         string
+		existing     bool
+		cacheControl string // set by the handler
+		change       bool
+		wantCookie   bool
+		want         string // Cache-Control of the response
+	}{
+		{name: "new session unchanged", want: ""},
+		{name: "new session unchanged, public", cacheControl: "public, max-age=60", want: "public, max-age=60"},
+		{name: "new session saved", change: true, wantCookie: true, want: "no-store"},
+		{name: "saved, handler private", change: true, cacheControl: "private, max-age=60", wantCookie: true, want: "private, max-age=60"},
+		{name: "saved, handler no-store", change: true, cacheControl: "no-store, no-cache", wantCookie: true, want: "no-store, no-cache"},
+		{name: "saved, handler public", change: true, cacheControl: "public, max-age=60", wantCookie: true, want: "no-store"},
+		{name: "saved, handler Public upper case", change: true, cacheControl: "Public, Max-Age=60", wantCookie: true, want: "no-store"},
+		{name: "existing read only", existing: true, want: ""},
+		{name: "existing read only, public", existing: true, cacheControl: "public, max-age=60", want: "public, max-age=60"},
+		{name: "existing changed, public", existing: true, change: true, cacheControl: "public, max-age=60", wantCookie: true, want: "no-store"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone})
+			b := newBrowser()
+			if tc.existing {
+				b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+					s.Values["user"] = "alice"
+				}).ServeHTTP)
+			}
+			rec := b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				if tc.cacheControl != "" {
+					w.Header().Set("Cache-Control", tc.cacheControl)
+				}
+				if tc.change {
+					s.Values["n"] = 1
+				}
+				_, _ = io.WriteString(w, "ok")
+			}).ServeHTTP)
+			if got := rec.Header().Values("Vary"); !slices.Contains(got, "Cookie") {
+				t.Errorf("Vary %q, want Cookie", got)
+			}
+			if got := rec.Header().Get("Cache-Control"); got != tc.want {
+				t.Errorf("Cache-Control %q, want %q", got, tc.want)
+			}
+			if c := mwSetCookie(rec.Header(), testSessionName); (c != nil) != tc.wantCookie {
+				t.Errorf("Set-Cookie %v, want cookie: %v", rec.Header().Values("Set-Cookie"), tc.wantCookie)
+			}
+		})
+	}
+}
+
+// TestMiddlewareTouchInterval checks that unchanged sessions are written
+// once per touch interval to slide their expiry.
+func TestMiddlewareTouchInterval(t *testing.T) {
+	tests := []struct {
+		name     string
+		interval time.Duration
+		quiet    time.Duration // since the last write: no write yet
+		touch    time.Duration // since the last write: written; 0 for never
+	}{
+		{name: "default", interval: 0, quiet: 59 * time.Second, touch: time.Minute},
+		{name: "one minute", interval: time.Minute, quiet: 30 * time.Second, touch: 61 * time.Second},
+		{name: "ten seconds", interval: 10 * time.Second, quiet: 9 * time.Second, touch: 10 * time.Second},
+		{name: "negative", interval: -1, quiet: 23 * time.Hour},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			f := newFixture(t, Config{Expiry: ExpiryNone, Now: clock.Now})
+			b := newBrowser()
+			opts := MiddlewareOptions{TouchInterval: tc.interval}
+			change := ""
+			h := mwSessionHandler(t, f, opts, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				if change != "" {
+					s.Values["user"] = change
+				}
+				_, _ = io.WriteString(w, "ok")
+			}).ServeHTTP
+			request := func(wantCmds []string, wantCookie bool) {
+				t.Helper()
+				f.cmds.reset()
+				rec := b.do(h)
+				if got := mwCommandNames(f.cmds); !slices.Equal(got, wantCmds) {
+					t.Errorf("at %v: commands %q, want %q", clock.Now(), got, wantCmds)
+				}
+				if c := mwSetCookie(rec.Header(), testSessionName); (c != nil) != wantCookie {
+					t.Errorf("at %v: Set-Cookie %v, want cookie: %v", clock.Now(), rec.Header().Values("Set-Cookie"), wantCookie)
+				}
+			}
+			change = "alice"
+			request([]string{"insert"}, true)
+			change = ""
+			doc, _ := mwBrowserDocument(t, f, b)
+			expires0 := mwDate(t, doc, fieldExpiresAt)
+			if want := clock.Now().Add(DefaultIdleTimeout); !expires0.Equal(want) {
+				t.Fatalf("expiresAt %v, want %v", expires0, want)
+			}
+
+			clock.Advance(tc.quiet)
+			request([]string{"find"}, false)
+			doc, _ = mwBrowserDocument(t, f, b)
+			if got := mwDate(t, doc, fieldExpiresAt); !got.Equal(expires0) {
+				t.Errorf("expiresAt moved to %v by a read within the interval", got)
+			}
+
+			if tc.touch == 0 {
+				// Never touched, however old the write...
+				clock.Advance(time.Hour - time.Second)
+				request([]string{"find"}, false)
+				doc, _ = mwBrowserDocument(t, f, b)
+				if got := mwDate(t, doc, fieldExpiresAt); !got.Equal(expires0) {
+					t.Errorf("expiresAt moved to %v with a negative touch interval", got)
+				}
+				// ...but changes are still written.
+				change = "bob"
+				request([]string{"find", "update"}, true)
+				doc, _ = mwBrowserDocument(t, f, b)
+				if got, want := mwDate(t, doc, fieldExpiresAt), clock.Now().Add(DefaultIdleTimeout); !got.Equal(want) {
+					t.Errorf("expiresAt %v after a change, want %v", got, want)
+				}
+				return
+			}
+
+			clock.Advance(tc.touch - tc.quiet)
+			request([]string{"find", "update"}, true)
+			doc, _ = mwBrowserDocument(t, f, b)
+			if got, want := mwDate(t, doc, fieldExpiresAt), expires0.Add(tc.touch); !got.Equal(want) {
+				t.Errorf("expiresAt after touch %v, want %v", got, want)
+			}
+			if got := mwDate(t, doc, fieldUpdatedAt); !got.Equal(clock.Now()) {
+				t.Errorf("updatedAt after touch %v, want %v", got, clock.Now())
+			}
+			// The touch counts as a write: the next read is quiet again.
+			request([]string{"find"}, false)
+		})
+	}
+}
+
+// TestMiddlewareLogout checks that MaxAge < 0 deletes the session.
+func TestMiddlewareLogout(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b := newBrowser()
+	logout := false
+	h := mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		if logout {
+			s.Options.MaxAge = -1
+		} else {
+			s.Values["user"] = "alice"
+		}
+		_, _ = io.WriteString(w, "ok")
+	}).ServeHTTP
+	b.do(h)
+	old := b.cookies[testSessionName].Value
+	if f.count(t) != 1 {
+		t.Fatal("no session stored")
+	}
+	logout = true
+	f.cmds.reset()
+	rec := b.do(h)
+	if got, want := mwCommandNames(f.cmds), []string{"find", "delete"}; !slices.Equal(got, want) {
+		t.Errorf("commands %q, want %q", got, want)
+	}
+	c := mwSetCookie(rec.Header(), testSessionName)
+	if c == nil || c.MaxAge >= 0 || c.Value != "" {
+		t.Errorf("Set-Cookie %v, want an expired, empty session cookie", rec.Header().Values("Set-Cookie"))
+	}
+	if got := rec.Header().Get("Cache-Control"); got != "no-store" {
+		t.Errorf("Cache-Control %q, want no-store", got)
+	}
+	if n := f.count(t); n != 0 {
+		t.Errorf("%d documents after logout, want 0", n)
+	}
+	// The old cookie, replayed, gives a new session.
+	req := httptest.NewRequest(http.MethodGet, "/", nil)
+	req.AddCookie(&http.Cookie{Name: testSessionName, Value: old})
+	logout = false
+	var replayed *sessions.Session
+	f.store.Middleware(testSessionName, MiddlewareOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		replayed = Session(r, testSessionName)
+	})).ServeHTTP(httptest.NewRecorder(), req)
+	if replayed == nil || !replayed.IsNew || len(replayed.Values) != 0 {
+		t.Errorf("replayed cookie gives %+v, want a new session", replayed)
+	}
+}
+
+// TestMiddlewareSessionAccessor checks Session and store.Get inside
+// handlers, with one and two middlewares.
+func TestMiddlewareSessionAccessor(t *testing.T) {
+	t.Run("no middleware", func(t *testing.T) {
+		if s := Session(httptest.NewRequest(http.MethodGet, "/", nil), testSessionName); s != nil {
+			t.Errorf("Session = %v without middleware, want nil", s)
+		}
+	})
+
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	var calls atomic.Int32
+	h := f.store.Middleware("a", MiddlewareOptions{})(f.store.Middleware("b", MiddlewareOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		a, b := Session(r, "a"), Session(r, "b")
+		if a == nil || b == nil || a == b {
+			t.Fatalf("Session a=%p b=%p, want two sessions", a, b)
+		}
+		if a.Name() != "a" || b.Name() != "b" {
+			t.Errorf("names %q %q", a.Name(), b.Name())
+		}
+		if s := Session(r, "c"); s != nil {
+			t.Errorf("Session(r, c) = %v, want nil", s)
+		}
+		for name, want := range map[string]*sessions.Session{"a": a, "b": b} {
+			got, err := f.store.Get(r, name)
+			if err != nil || got != want {
+				t.Errorf("store.Get(r, %q) = %p, %v; want %p (the middleware's session)", name, got, err, want)
+			}
+		}
+		n, _ := a.Values["n"].(int)
+		a.Values["n"] = n + 1
+		b.Values["n"] = n + 10
+		_, _ = fmt.Fprintf(w, "a=%v b=%v", a.Values["n"], b.Values["n"])
+	})))
+	br := newBrowser()
+	rec := br.do(h.ServeHTTP)
+	if mwSetCookie(rec.Header(), "a") == nil || mwSetCookie(rec.Header(), "b") == nil {
+		t.Fatalf("Set-Cookie %v, want cookies a and b", rec.Header().Values("Set-Cookie"))
+	}
+	if got := rec.Header().Get("Cache-Control"); got != "no-store" {
+		t.Errorf("Cache-Control %q, want no-store", got)
+	}
+	f.cmds.reset()
+	rec = br.do(h.ServeHTTP)
+	if rec.Body.String() != "a=2 b=11" {
+		t.Errorf("second request body %q, want a=2 b=11", rec.Body)
+	}
+	if got, want := mwCommandNames(f.cmds), []string{"find", "find", "update", "update"}; !slices.Equal(got, want) {
+		t.Errorf("commands %q, want %q", got, want)
+	}
+	if n := f.count(t); n != 2 {
+		t.Errorf("%d documents, want 2", n)
+	}
+	if calls.Load() != 2 {
+		t.Errorf("handler ran %d times, want 2", calls.Load())
+	}
+}
+
+// TestMiddlewareConcurrentClients runs many clients in parallel, each with
+// its own session, through a real server.
+func TestMiddlewareConcurrentClients(t *testing.T) {
+	const clients, requests = 50, 5
+	f := newFixture(t, Config{})
+	srv := mwServer(t, mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		if s.IsNew {
+			s.Values["client"] = r.URL.Query().Get("client")
+		}
+		n, _ := s.Values["n"].(int)
+		s.Values["n"] = n + 1
+		_, _ = fmt.Fprintf(w, "%v %d", s.Values["client"], n+1)
+	}))
+	transport := &http.Transport{MaxIdleConnsPerHost: clients}
+	t.Cleanup(transport.CloseIdleConnections)
+
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			jar, _ := cookiejar.New(nil)
+			c := &http.Client{Transport: transport, Jar: jar, Timeout: 30 * time.Second}
+			id := fmt.Sprintf("client-%d", i)
+			for n := 1; n <= requests; n++ {
+				resp, err := c.Get(srv.URL + "/?client=" + id)
+				if err != nil {
+					t.Errorf("%s request %d: %v", id, n, err)
+					return
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if want := fmt.Sprintf("%s %d", id, n); resp.StatusCode != http.StatusOK || string(body) != want {
+					t.Errorf("%s request %d: %d %q, want %q", id, n, resp.StatusCode, body, want)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if n := f.count(t); n != clients {
+		t.Errorf("%d documents, want %d", n, clients)
+	}
+}
+
+// TestMiddlewareUnchangedMapNotWritten checks that a session whose gob
+// encoding varies (gob writes maps in random order) is not taken for a
+// changed one.
+func TestMiddlewareUnchangedMapNotWritten(t *testing.T) {
+	values := func(s *sessions.Session) {
+		for i := range 24 {
+			switch i % 3 {
+			case 0:
+				s.Values[fmt.Sprintf("key%02d", i)] = fmt.Sprintf("value %d", i)
+			case 1:
+				s.Values[i] = i * i
+			default:
+				s.Values[fmt.Sprintf("list%02d", i)] = []string{"a", fmt.Sprint(i)}
+			}
+		}
+	}
+	// The encoding really does vary, or the test proves nothing.
+	probe := sessions.NewSession(nil, "probe")
+	values(probe)
+	encodings := map[string]bool{}
+	for range 20 {
+		data, err := GobCodec{}.Encode(probe.Values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		encodings[string(data)] = true
+	}
+	if len(encodings) < 2 {
+		t.Fatalf("20 gob encodings of a %d-key map are all equal; the test needs varying encodings", len(probe.Values))
+	}
+
+	clock := newFakeClock()
+	f := newFixture(t, Config{Expiry: ExpiryNone, Now: clock.Now})
+	b := newBrowser()
+	create := true
+	h := mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		if create {
+			values(s)
+			return
+		}
+		// Reassigning equal values changes nothing either.
+		values(s)
+	}).ServeHTTP
+	b.do(h)
+	create = false
+	for i := range 20 {
+		f.cmds.reset()
+		rec := b.do(h)
+		if got := mwCommandNames(f.cmds); !slices.Equal(got, []string{"find"}) {
+			t.Fatalf("request %d: commands %q, want only find", i, got)
+		}
+		if c := mwSetCookie(rec.Header(), testSessionName); c != nil {
+			t.Fatalf("request %d sets the cookie", i)
+		}
+	}
+}
+
+// TestMiddlewareEarlyHints checks that informational responses pass
+// through before the session is saved with the final response.
+func TestMiddlewareEarlyHints(t *testing.T) {
+	f := newFixture(t, Config{})
+	srv := mwServer(t, mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		w.Header().Set("Link", "</style.css>; rel=preload; as=style")
+		w.WriteHeader(http.StatusEarlyHints)
+		s.Values["hinted"] = true
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "final")
+	}))
+	var mu sync.Mutex
+	var hints []int
+	var hintCookie, hintLink string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		mu.Lock()
+		defer mu.Unlock()
+		hints = append(hints, code)
+		hintCookie, hintLink = h.Get("Set-Cookie"), h.Get("Link")
+		return nil
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := mwClient(t, srv).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(hints, []int{http.StatusEarlyHints}) {
+		t.Errorf("informational responses %v, want [103]", hints)
+	}
+	if hintLink == "" || hintCookie != "" {
+		t.Errorf("103 has Link %q and Set-Cookie %q, want a Link and no cookie", hintLink, hintCookie)
+	}
+	if resp.StatusCode != http.StatusOK || string(body) != "final" {
+		t.Errorf("final response %d %q", resp.StatusCode, body)
+	}
+	c := mwSetCookie(resp.Header, testSessionName)
+	if c == nil {
+		t.Fatalf("final response sets no session cookie: %v", resp.Header)
+	}
+	if _, ok := mwDocument(t, f, c.Value); !ok {
+		t.Error("no document for the session")
+	}
+}
+
+// TestMiddlewareCacheHeadersExplicitSave checks that a response is made
+// uncacheable when the handler itself sets the session cookie, with
+// session.Save (the usual gorilla idiom) or Store.RegenerateID (at login):
+// "a response that sets the session cookie is made uncacheable by shared
+// caches".
+func TestMiddlewareCacheHeadersExplicitSave(t *testing.T) {
+	tests := []struct {
+		name     string
+		existing bool
+		save     func(f *storeFixture, w http.ResponseWriter, r *http.Request, s *sessions.Session) error
+		wantCmds []string
+	}{
+		{"new session, session.Save", false, func(f *storeFixture, w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+			return s.Save(r, w)
+		}, []string{"insert"}},
+		{"existing session, sessions.Save", true, func(f *storeFixture, w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+			return sessions.Save(r, w)
+		}, []string{"find", "update"}},
+		{"existing session, RegenerateID", true, func(f *storeFixture, w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+			return f.store.RegenerateID(r, w, s)
+		}, []string{"find", "insert", "delete"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone})
+			b := newBrowser()
+			if tc.existing {
+				b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+					s.Values["user"] = "alice"
+				}).ServeHTTP)
+			}
+			f.cmds.reset()
+			rec := b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				w.Header().Set("Cache-Control", "public, max-age=60")
+				s.Values["user"] = "bob"
+				if err := tc.save(f, w, r, s); err != nil {
+					t.Errorf("save: %v", err)
+				}
+				_, _ = io.WriteString(w, "ok")
+			}).ServeHTTP)
+			if got := mwCommandNames(f.cmds); !slices.Equal(got, tc.wantCmds) {
+				t.Errorf("commands %q, want %q (saved once, by the handler)", got, tc.wantCmds)
+			}
+			if c := mwSetCookie(rec.Header(), testSessionName); c == nil || c.Value == "" {
+				t.Fatalf("Set-Cookie %v, want the session cookie", rec.Header().Values("Set-Cookie"))
+			}
+			if got := rec.Header().Get("Cache-Control"); got != "no-store" {
+				t.Errorf("response sets the session cookie with Cache-Control %q, want no-store", got)
+			}
+		})
+	}
+}
