@@ -1,0 +1,345 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"maps"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gorilla/sessions"
+	"github.com/mongostore/mongostore"
+)
+
+// Names of the cookies and of the session values.
+const (
+	sessionName = "session" // the mongostore session: who is logged in
+	flashName   = "flash"   // a cookie-only session for messages that outlive a logout
+	userKey     = "user"    // session value: the logged-in user's name
+)
+
+// Request limits and timeouts of the handlers.
+const (
+	maxFormBytes = 4 << 10
+	pingTimeout  = 2 * time.Second
+	flashMaxAge  = 60 // seconds a flash cookie lives if nobody reads it
+	cssCacheAge  = 300
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed static/style.css
+var staticFS embed.FS
+
+// appOptions are what newApp needs.
+type appOptions struct {
+	// Store keeps the sessions. Its Options.MaxAge must be set.
+	Store *mongostore.Store
+	// Users are the accounts that may log in.
+	Users *userDB
+	// SessionKey is the key of the session cookies; the flash cookies are
+	// signed with a key derived from it.
+	SessionKey []byte
+	// Ping checks that the database answers, for /healthz.
+	Ping func(context.Context) error
+	// Logger receives the app's logs.
+	Logger *slog.Logger
+}
+
+// app holds the handlers' dependencies.
+type app struct {
+	store   *mongostore.Store
+	flashes *sessions.CookieStore
+	users   *userDB
+	ping    func(context.Context) error
+	logger  *slog.Logger
+	pages   map[string]*template.Template
+}
+
+// newApp returns the app's HTTP handler:
+//
+//	GET  /login    the login form (or a redirect to / when logged in)
+//	POST /login    checks the form; 303 to / on success, 401 with the form otherwise
+//	GET  /         the logged-in user and when the session expires; 303 to /login otherwise
+//	POST /logout   deletes the session and its cookie; 303 to /login
+//	GET  /healthz  200 when the database answers a ping, 503 otherwise
+//	GET  /static/style.css
+//
+// Cross-origin POSTs are refused with 403 (http.CrossOriginProtection), and
+// every response carries security headers.
+func newApp(opts appOptions) (http.Handler, error) {
+	if opts.Store == nil || opts.Users == nil || opts.Ping == nil || opts.Logger == nil {
+		return nil, errors.New("newApp: Store, Users, Ping and Logger are required")
+	}
+	if len(opts.SessionKey) < minKeyBytes {
+		return nil, fmt.Errorf("newApp: SessionKey has %d bytes, want at least %d", len(opts.SessionKey), minKeyBytes)
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	flashes := sessions.NewCookieStore(deriveKey(opts.SessionKey, "flash cookie"))
+	flashes.Options = &sessions.Options{
+		Path:     "/",
+		MaxAge:   flashMaxAge,
+		HttpOnly: true,
+		Secure:   opts.Store.Options.Secure,
+		SameSite: http.SameSiteLaxMode,
+	}
+	flashes.MaxAge(flashMaxAge)
+	a := &app{
+		store:   opts.Store,
+		flashes: flashes,
+		users:   opts.Users,
+		ping:    opts.Ping,
+		logger:  opts.Logger,
+		pages:   pages,
+	}
+
+	// A session that is only read is written again (to slide its expiry)
+	// once per touch interval: by default a tenth of its max age, at most a
+	// minute.
+	withSession := opts.Store.Middleware(sessionName, mongostore.MiddlewareOptions{})
+
+	mux := http.NewServeMux()
+	mux.Handle("GET /login", withSession(http.HandlerFunc(a.loginForm)))
+	mux.Handle("POST /login", withSession(http.HandlerFunc(a.login)))
+	mux.Handle("GET /{$}", withSession(http.HandlerFunc(a.home)))
+	mux.Handle("POST /logout", withSession(http.HandlerFunc(a.logout)))
+	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.HandleFunc("GET /static/style.css", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", cssCacheAge))
+		http.ServeFileFS(w, r, staticFS, "static/style.css")
+	})
+
+	csrf := http.NewCrossOriginProtection()
+	csrf.SetDenyHandler(http.HandlerFunc(a.crossOriginDenied))
+	return securityHeaders(csrf.Handler(mux)), nil
+}
+
+// parsePages parses each page's template together with the layout.
+func parsePages() (map[string]*template.Template, error) {
+	funcs := template.FuncMap{
+		"datetime": func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") },
+		"human":    func(t time.Time) string { return t.UTC().Format("Mon 2 Jan 2006, 15:04:05 MST") },
+	}
+	pages := map[string]*template.Template{}
+	for _, name := range []string{"login", "home"} {
+		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
+		if err != nil {
+			return nil, fmt.Errorf("parse template %s: %w", name, err)
+		}
+		pages[name] = t
+	}
+	return pages, nil
+}
+
+// deriveKey derives a key for purpose from key, so that one configured
+// secret serves several uses without any two sharing a key.
+func deriveKey(key []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("mongostore example: " + purpose))
+	return m.Sum(nil)
+}
+
+// loginPage is the data of the login page.
+type loginPage struct {
+	Flashes  []string
+	Username string
+	Error    string
+}
+
+// homePage is the data of the page of a logged-in user.
+type homePage struct {
+	Flashes   []string
+	Username  string
+	ExpiresAt time.Time
+	ExpiresIn time.Duration
+}
+
+// loginForm serves GET /login.
+func (a *app) loginForm(w http.ResponseWriter, r *http.Request) {
+	sess := mongostore.Session(r, sessionName)
+	if _, ok := sess.Values[userKey].(string); ok {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	flashes := append(a.takeFlashCookie(w, r), stringFlashes(sess)...)
+	a.render(w, http.StatusOK, "login", loginPage{Flashes: flashes})
+}
+
+// login serves POST /login.
+func (a *app) login(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "Bad request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	name := strings.TrimSpace(r.PostForm.Get("username"))
+	password := r.PostForm.Get("password")
+	if len(name) > maxNameLen || !a.users.authenticate(name, password) {
+		a.logger.Info("login failed", "remote", r.RemoteAddr)
+		a.render(w, http.StatusUnauthorized, "login", loginPage{Username: name, Error: "Wrong username or password."})
+		return
+	}
+
+	sess := mongostore.Session(r, sessionName)
+	before := maps.Clone(sess.Values)
+	clear(sess.Values) // a login starts afresh: nothing of an earlier user survives
+	sess.Values[userKey] = name
+	sess.AddFlash("Welcome, " + name + "! You are logged in.")
+	// A new session ID at login defeats session fixation.
+	if err := a.store.RegenerateID(r, w, sess); err != nil {
+		// The login failed: keep the anonymous values. (The store never
+		// writes to the old session ID after a failed RegenerateID.)
+		sess.Values = before
+		a.logger.Error("login: new session ID", "error", err.Error())
+		a.render(w, http.StatusServiceUnavailable, "login", loginPage{Username: name, Error: "Sorry, we could not log you in. Please try again."})
+		return
+	}
+	a.logger.Info("login", "user", name)
+	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// home serves GET /.
+func (a *app) home(w http.ResponseWriter, r *http.Request) {
+	sess := mongostore.Session(r, sessionName)
+	name, ok := sess.Values[userKey].(string)
+	if !ok {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return
+	}
+	flashes := stringFlashes(sess)
+
+	// The middleware saves the session, if it must (the flashes were
+	// taken, or its expiry is due to slide), as the header goes out; only
+	// then is the expiry final.
+	setPageHeaders(w)
+	w.WriteHeader(http.StatusOK)
+	expiresAt, _ := a.store.ExpiresAt(sess)
+	err := a.pages["home"].ExecuteTemplate(w, "layout", homePage{
+		Flashes:   flashes,
+		Username:  name,
+		ExpiresAt: expiresAt,
+		ExpiresIn: time.Until(expiresAt).Round(time.Second),
+	})
+	if err != nil {
+		a.logger.Error("render home page", "error", err.Error())
+	}
+}
+
+// logout serves POST /logout.
+func (a *app) logout(w http.ResponseWriter, r *http.Request) {
+	sess := mongostore.Session(r, sessionName)
+	if name, ok := sess.Values[userKey].(string); ok {
+		a.logger.Info("logout", "user", name)
+	}
+	// The middleware deletes the document and expires the cookie (also a
+	// cookie that led to no session: expired or tampered).
+	sess.Options.MaxAge = -1
+	// The session is gone, so the message goes in a cookie of its own.
+	a.addFlashCookie(w, r, "You have been logged out.")
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// healthz serves GET /healthz.
+func (a *app) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), pingTimeout)
+	defer cancel()
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if err := a.ping(ctx); err != nil {
+		a.logger.Warn("health check: database does not answer", "error", err.Error())
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, "database unavailable")
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// crossOriginDenied answers POSTs that http.CrossOriginProtection refuses.
+func (a *app) crossOriginDenied(w http.ResponseWriter, r *http.Request) {
+	a.logger.Warn("refused cross-origin request", "method", r.Method, "path", r.URL.Path,
+		"origin", r.Header.Get("Origin"), "sec_fetch_site", r.Header.Get("Sec-Fetch-Site"))
+	http.Error(w, "Forbidden: cross-origin request", http.StatusForbidden)
+}
+
+// render writes page with data and status. It renders into a buffer first,
+// so that a template error gives a clean 500.
+func (a *app) render(w http.ResponseWriter, status int, page string, data any) {
+	var buf bytes.Buffer
+	if err := a.pages[page].ExecuteTemplate(&buf, "layout", data); err != nil {
+		a.logger.Error("render page", "page", page, "error", err.Error())
+		http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+		return
+	}
+	setPageHeaders(w)
+	w.WriteHeader(status)
+	_, _ = buf.WriteTo(w)
+}
+
+// setPageHeaders sets the headers of an HTML page about one user.
+func setPageHeaders(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+}
+
+// stringFlashes takes the flash messages out of sess.
+func stringFlashes(sess *sessions.Session) []string {
+	var out []string
+	for _, f := range sess.Flashes() {
+		if s, ok := f.(string); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// addFlashCookie adds a flash message to the flash cookie.
+func (a *app) addFlashCookie(w http.ResponseWriter, r *http.Request, msg string) {
+	fs, _ := a.flashes.Get(r, flashName) // an unreadable cookie gives a fresh session
+	fs.AddFlash(msg)
+	if err := fs.Save(r, w); err != nil {
+		a.logger.Error("save flash cookie", "error", err.Error())
+	}
+}
+
+// takeFlashCookie returns the messages of the flash cookie and deletes it.
+func (a *app) takeFlashCookie(w http.ResponseWriter, r *http.Request) []string {
+	if _, err := r.Cookie(flashName); err != nil {
+		return nil
+	}
+	fs, _ := a.flashes.Get(r, flashName)
+	msgs := stringFlashes(fs)
+	fs.Options.MaxAge = -1
+	if err := fs.Save(r, w); err != nil {
+		a.logger.Error("delete flash cookie", "error", err.Error())
+	}
+	return msgs
+}
+
+// securityHeaders sets headers that keep browsers from framing, sniffing or
+// loading anything but the app's own style sheet.
+func securityHeaders(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hdr := w.Header()
+		hdr.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self'; "+
+			"form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		hdr.Set("X-Content-Type-Options", "nosniff")
+		hdr.Set("X-Frame-Options", "DENY")
+		hdr.Set("Referrer-Policy", "same-origin")
+		hdr.Set("Cross-Origin-Opener-Policy", "same-origin")
+		hdr.Set("Cross-Origin-Resource-Policy", "same-origin")
+		hdr.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
+		h.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,504 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+func TestLoginHomeLogout(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, nil)
+	b := newBrowser(t, app.url)
+
+	wantStatus(t, "GET / before login", b.get("/"), http.StatusSeeOther, "/login")
+
+	r := b.get("/login")
+	wantStatus(t, "GET /login", r, http.StatusOK, "")
+	for _, want := range []string{`<form method="post" action="/login">`, `name="username"`, `name="password"`} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("login page lacks %s", want)
+		}
+	}
+	if got := r.header.Get("Set-Cookie"); got != "" {
+		t.Errorf("GET /login set a cookie before login: %s", got)
+	}
+
+	before := time.Now()
+	b.login("demo", "demo")
+	cookie := b.cookie(sessionName)
+	if cookie == "" {
+		t.Fatal("no session cookie after login")
+	}
+	if n := app.countSessions(t); n != 1 {
+		t.Fatalf("%d session documents after login, want 1", n)
+	}
+
+	r = b.get("/")
+	wantStatus(t, "GET / after login", r, http.StatusOK, "")
+	for _, want := range []string{`<strong id="current-user">demo</strong>`, "Welcome, demo! You are logged in.", "Your session expires at"} {
+		if !strings.Contains(r.body, want) {
+			t.Errorf("home page lacks %q:\n%s", want, r.body)
+		}
+	}
+	exp := pageExpiry(t, r.body)
+	if lo, hi := before.Add(defaultMaxAge-time.Second), time.Now().Add(defaultMaxAge+time.Second); exp.Before(lo) || exp.After(hi) {
+		t.Errorf("page says the session expires at %v, want between %v and %v", exp, lo, hi)
+	}
+	if cc := r.header.Get("Cache-Control"); cc != "no-store" {
+		t.Errorf("home page Cache-Control %q, want no-store", cc)
+	}
+
+	r = b.get("/")
+	wantStatus(t, "GET / again", r, http.StatusOK, "")
+	if strings.Contains(r.body, "Welcome, demo!") {
+		t.Error("the login flash message is shown twice")
+	}
+
+	r = b.post("/logout", nil)
+	wantStatus(t, "POST /logout", r, http.StatusSeeOther, "/login")
+	if b.cookie(sessionName) != "" {
+		t.Error("the session cookie survived the logout")
+	}
+	if n := app.countSessions(t); n != 0 {
+		t.Errorf("%d session documents after logout, want 0", n)
+	}
+
+	r = b.get("/login")
+	wantStatus(t, "GET /login after logout", r, http.StatusOK, "")
+	if !strings.Contains(r.body, "You have been logged out.") {
+		t.Errorf("no logout message on the login page:\n%s", r.body)
+	}
+	if r = b.get("/login"); strings.Contains(r.body, "You have been logged out.") {
+		t.Error("the logout flash message is shown twice")
+	}
+	wantStatus(t, "GET / after logout", b.get("/"), http.StatusSeeOther, "/login")
+
+	// The old cookie is dead on the server too, not only gone from the jar.
+	replay := newBrowser(t, app.url)
+	replay.setCookie(sessionName, cookie)
+	wantStatus(t, "GET / with the cookie of a logged-out session", replay.get("/"), http.StatusSeeOther, "/login")
+}
+
+func TestLoginChangesSessionID(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, nil)
+	b := newBrowser(t, app.url)
+	b.login("demo", "demo")
+	first := b.cookie(sessionName)
+	b.get("/")
+
+	// Logging in again (as an attacker who planted a session would) gives a
+	// new ID and kills the old one.
+	b.login("demo", "demo")
+	if second := b.cookie(sessionName); second == first || second == "" {
+		t.Fatal("the session cookie did not change at login")
+	}
+	if n := app.countSessions(t); n != 1 {
+		t.Errorf("%d session documents after a second login, want 1", n)
+	}
+	old := newBrowser(t, app.url)
+	old.setCookie(sessionName, first)
+	wantStatus(t, "GET / with the pre-login cookie", old.get("/"), http.StatusSeeOther, "/login")
+	wantStatus(t, "GET / with the new cookie", b.get("/"), http.StatusOK, "")
+}
+
+func TestWrongPassword(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, nil)
+	b := newBrowser(t, app.url)
+
+	for _, tc := range []struct{ user, password string }{
+		{"demo", "wrong"},
+		{"nobody", "demo"},
+		{"demo", ""},
+		{"", ""},
+		{"demo", strings.Repeat("x", 100)},
+	} {
+		r := b.post("/login", url.Values{"username": {tc.user}, "password": {tc.password}})
+		wantStatus(t, fmt.Sprintf("POST /login %q/%q", tc.user, tc.password), r, http.StatusUnauthorized, "")
+		if !strings.Contains(r.body, "Wrong username or password.") || !strings.Contains(r.body, `name="password"`) {
+			t.Errorf("401 page lacks the error message or the form:\n%s", r.body)
+		}
+		if !strings.Contains(r.body, fmt.Sprintf(`name="username" value="%s"`, tc.user)) {
+			t.Errorf("401 page does not keep the user name %q", tc.user)
+		}
+		if c := r.header.Get("Set-Cookie"); c != "" {
+			t.Errorf("failed login set a cookie: %s", c)
+		}
+	}
+	wantStatus(t, "GET / after failed logins", b.get("/"), http.StatusSeeOther, "/login")
+	if n := app.countSessions(t); n != 0 {
+		t.Errorf("%d session documents after failed logins, want 0", n)
+	}
+}
+
+func TestTamperedCookie(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, nil)
+	b := newBrowser(t, app.url)
+	b.login("demo", "demo")
+	good := b.cookie(sessionName)
+
+	flip := []byte(good)
+	if i := len(flip) / 2; flip[i] == 'A' {
+		flip[i] = 'B'
+	} else {
+		flip[i] = 'A'
+	}
+	for name, value := range map[string]string{
+		"one character changed": string(flip),
+		"truncated":             good[:len(good)-5],
+		"garbage":               "not-a-cookie",
+		"empty":                 "",
+		"other key": func() string {
+			other := startApp(t, nil)
+			ob := newBrowser(t, other.url)
+			ob.login("demo", "demo")
+			return ob.cookie(sessionName)
+		}(),
+	} {
+		evil := newBrowser(t, app.url)
+		evil.setCookie(sessionName, value)
+		r := evil.get("/")
+		wantStatus(t, "GET / with a cookie "+name, r, http.StatusSeeOther, "/login")
+		r = evil.get("/login")
+		wantStatus(t, "GET /login with a cookie "+name, r, http.StatusOK, "")
+		// Logging in with it works and gives a fresh cookie.
+		evil.login("demo", "demo")
+		if got := evil.cookie(sessionName); got == value {
+			t.Errorf("login with a cookie %s kept it", name)
+		}
+		wantStatus(t, "GET / after login with a cookie "+name, evil.get("/"), http.StatusOK, "")
+	}
+	if strings.Contains(app.logs.String(), "level=ERROR") {
+		t.Errorf("tampered cookies caused errors:\n%s", app.logs)
+	}
+	wantStatus(t, "GET / with the good cookie", b.get("/"), http.StatusOK, "")
+}
+
+func TestSessionExpiry(t *testing.T) {
+	t.Parallel()
+	const maxAge = 2 * time.Second
+	app := startApp(t, func(c *config) { c.MaxAge = maxAge })
+	b := newBrowser(t, app.url)
+	b.login("demo", "demo")
+	r := b.get("/")
+	wantStatus(t, "GET / after login", r, http.StatusOK, "")
+	exp := pageExpiry(t, r.body)
+	if left := time.Until(exp); left <= 0 || left > maxAge+100*time.Millisecond {
+		t.Fatalf("page says the session expires in %v, want about %v", left, maxAge)
+	}
+	if c := r.header.Get("Set-Cookie"); !strings.Contains(c, "Max-Age=2") && !strings.Contains(c, "Max-Age=1") {
+		t.Errorf("cookie %q, want Max-Age of at most 2 seconds", c)
+	}
+
+	// Keep the cookie: the jar drops it at its Max-Age, and the point is
+	// that the server refuses it once the session has expired.
+	cookie := b.cookie(sessionName)
+	time.Sleep(time.Until(exp) + 200*time.Millisecond)
+	late := newBrowser(t, app.url)
+	late.setCookie(sessionName, cookie)
+	wantStatus(t, "GET / after expiry", late.get("/"), http.StatusSeeOther, "/login")
+	wantStatus(t, "GET / after expiry (jar)", b.get("/"), http.StatusSeeOther, "/login")
+}
+
+func TestActivityExtendsSession(t *testing.T) {
+	t.Parallel()
+	const maxAge = 2 * time.Second
+	app := startApp(t, func(c *config) { c.MaxAge = maxAge })
+	b := newBrowser(t, app.url)
+	b.login("demo", "demo")
+	start := time.Now()
+	first := pageExpiry(t, b.get("/").body)
+	// Visits more often than the idle timeout keep the session alive past it:
+	// each one after the touch interval (maxAge/10) slides the expiry.
+	var last time.Time
+	for time.Since(start) < maxAge+time.Second {
+		time.Sleep(maxAge / 4)
+		r := b.get("/")
+		wantStatus(t, fmt.Sprintf("GET / after %v of activity", time.Since(start).Round(time.Millisecond)), r, http.StatusOK, "")
+		last = pageExpiry(t, r.body)
+	}
+	if !last.After(first.Add(maxAge / 2)) {
+		t.Errorf("expiry did not slide: %v at first, %v at last", first, last)
+	}
+}
+
+func TestParallelUsers(t *testing.T) {
+	t.Parallel()
+	const users = 20
+	app := startApp(t, func(c *config) {
+		for i := range users {
+			c.Users = append(c.Users, credential{Name: fmt.Sprintf("user%02d", i), Password: fmt.Sprintf("pw%02d", i)})
+		}
+	})
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range users {
+		wg.Go(func() {
+			name, password := fmt.Sprintf("user%02d", i), fmt.Sprintf("pw%02d", i)
+			b := newBrowser(t, app.url)
+			<-start
+			r := b.post("/login", url.Values{"username": {name}, "password": {password}})
+			if r.status != http.StatusSeeOther {
+				t.Errorf("%s: POST /login: %d", name, r.status)
+				return
+			}
+			for range 3 {
+				r := b.get("/")
+				if want := `<strong id="current-user">` + name + `</strong>`; r.status != http.StatusOK || !strings.Contains(r.body, want) {
+					t.Errorf("%s: GET /: %d, page without %q", name, r.status, want)
+					return
+				}
+			}
+			if r := b.post("/logout", nil); r.status != http.StatusSeeOther {
+				t.Errorf("%s: POST /logout: %d", name, r.status)
+			}
+			if r := b.get("/"); r.status != http.StatusSeeOther {
+				t.Errorf("%s: GET / after logout: %d, want 303", name, r.status)
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	if n := app.countSessions(t); n != 0 {
+		t.Errorf("%d session documents after all logged out, want 0", n)
+	}
+}
+
+func TestHealthz(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, nil)
+	b := newBrowser(t, app.url)
+	r := b.get("/healthz")
+	if r.status != http.StatusOK || r.body != "ok\n" {
+		t.Fatalf("GET /healthz: %d %q, want 200 ok", r.status, r.body)
+	}
+}
+
+func TestHealthzDatabaseDown(t *testing.T) {
+	t.Parallel()
+	db, err := startDBProcess(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			_ = db.stop()
+		}
+	})
+	app := startApp(t, func(c *config) { c.MongoURI = db.uri })
+	b := newBrowser(t, app.url)
+	wantStatus(t, "GET /healthz", b.get("/healthz"), http.StatusOK, "")
+	b.login("demo", "demo")
+
+	if err := db.stop(); err != nil {
+		t.Fatalf("stop database: %v", err)
+	}
+	stopped = true
+	start := time.Now()
+	r := b.get("/healthz")
+	if r.status != http.StatusServiceUnavailable || r.body != "database unavailable\n" {
+		t.Fatalf("GET /healthz with the database down: %d %q, want 503", r.status, r.body)
+	}
+	if d := time.Since(start); d > pingTimeout+time.Second {
+		t.Errorf("GET /healthz took %v with the database down, want at most about %v", d, pingTimeout)
+	}
+	// A page that needs the session fails cleanly too, within the
+	// database timeout.
+	start = time.Now()
+	r = b.get("/")
+	wantStatus(t, "GET / with the database down", r, http.StatusInternalServerError, "")
+	if d := time.Since(start); d > dbTimeout+2*time.Second {
+		t.Errorf("GET / took %v with the database down, want at most about %v", d, dbTimeout)
+	}
+}
+
+func TestCrossOriginPostRefused(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, nil)
+	b := newBrowser(t, app.url)
+	b.login("demo", "demo")
+
+	creds := url.Values{"username": {"demo"}, "password": {"demo"}}
+	for _, tc := range []struct {
+		name, path string
+		header     http.Header
+	}{
+		{"login, Sec-Fetch-Site cross-site", "/login", http.Header{"Sec-Fetch-Site": {"cross-site"}}},
+		{"login, Sec-Fetch-Site same-site", "/login", http.Header{"Sec-Fetch-Site": {"same-site"}}},
+		{"login, foreign Origin", "/login", http.Header{"Origin": {"http://evil.example"}}},
+		{"logout, Sec-Fetch-Site cross-site", "/logout", http.Header{"Sec-Fetch-Site": {"cross-site"}}},
+		{"logout, foreign Origin", "/logout", http.Header{"Origin": {"https://evil.example"}}},
+	} {
+		r := b.do(http.MethodPost, tc.path, creds, tc.header)
+		if r.status != http.StatusForbidden {
+			t.Errorf("%s: got %d, want 403", tc.name, r.status)
+		}
+		if c := r.header.Get("Set-Cookie"); c != "" {
+			t.Errorf("%s: refused request set a cookie: %s", tc.name, c)
+		}
+	}
+	// The refused logouts did not log the user out.
+	wantStatus(t, "GET / after refused cross-origin logouts", b.get("/"), http.StatusOK, "")
+
+	// Same-origin browser requests pass.
+	r := b.do(http.MethodPost, "/logout", nil, http.Header{"Sec-Fetch-Site": {"same-origin"}, "Origin": {app.url}})
+	wantStatus(t, "same-origin POST /logout", r, http.StatusSeeOther, "/login")
+	r = b.do(http.MethodPost, "/login", creds, http.Header{"Origin": {app.url}})
+	wantStatus(t, "same-origin POST /login", r, http.StatusSeeOther, "/")
+}
+
+func TestSecurityHeaders(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, nil)
+	b := newBrowser(t, app.url)
+	for _, path := range []string{"/login", "/healthz", "/static/style.css"} {
+		r := b.get(path)
+		wantStatus(t, "GET "+path, r, http.StatusOK, "")
+		for h, want := range map[string]string{
+			"X-Content-Type-Options": "nosniff",
+			"X-Frame-Options":        "DENY",
+			"Referrer-Policy":        "same-origin",
+		} {
+			if got := r.header.Get(h); got != want {
+				t.Errorf("GET %s: %s %q, want %q", path, h, got, want)
+			}
+		}
+		if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+			t.Errorf("GET %s: Content-Security-Policy %q", path, csp)
+		}
+	}
+	b.login("demo", "demo")
+	r := b.get("/")
+	if c := r.header.Get("Set-Cookie"); !strings.Contains(c, "HttpOnly") || !strings.Contains(c, "SameSite=Lax") {
+		t.Errorf("session cookie %q, want HttpOnly and SameSite=Lax", c)
+	}
+}
+
+// commandCounter counts the commands the app sends to the database for
+// session documents.
+type commandCounter struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+func (c *commandCounter) monitor() *event.CommandMonitor {
+	return &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if isGCSweep(e) {
+			return // the store's background sweep, not a request's work
+		}
+		switch e.CommandName {
+		case "hello", "isMaster", "ismaster", "buildInfo", "endSessions":
+			return // connection handshakes and bookkeeping
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.counts == nil {
+			c.counts = map[string]int{}
+		}
+		c.counts[e.CommandName]++
+	}}
+}
+
+// isGCSweep reports whether e is a command of the store's GC: a find or
+// delete of expired documents, which filters on expiresAt but not on one _id.
+func isGCSweep(e *event.CommandStartedEvent) bool {
+	var filter bson.Raw
+	switch e.CommandName {
+	case "find":
+		filter, _ = e.Command.Lookup("filter").DocumentOK()
+	case "delete":
+		filter, _ = e.Command.Lookup("deletes", "0", "q").DocumentOK()
+	default:
+		return false
+	}
+	if filter == nil {
+		return false
+	}
+	_, byID := filter.Lookup("_id").StringValueOK()
+	return !byID
+}
+
+// take returns the counts since the last take and resets them.
+func (c *commandCounter) take() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	counts := c.counts
+	c.counts = nil
+	if counts == nil {
+		counts = map[string]int{}
+	}
+	return counts
+}
+
+// format shows counts in a stable order.
+func format(counts map[string]int) string {
+	if len(counts) == 0 {
+		return "none"
+	}
+	var parts []string
+	total := 0
+	for _, name := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[name], name))
+		total += counts[name]
+	}
+	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, ", "))
+}
+
+func TestDatabaseRoundTrips(t *testing.T) {
+	t.Parallel()
+	var counter commandCounter
+	app := startApp(t, func(c *config) { c.ClientOptions = options.Client().SetMonitor(counter.monitor()) })
+	b := newBrowser(t, app.url)
+	counter.take() // the start-up commands
+
+	steps := []struct {
+		name    string
+		request func() response
+		status  int
+		want    map[string]int
+	}{
+		{"GET /login (no cookie)", func() response { return b.get("/login") }, 200, map[string]int{}},
+		{"POST /login (no session yet)", func() response {
+			return b.post("/login", url.Values{"username": {"demo"}, "password": {"demo"}})
+		}, 303, map[string]int{"insert": 1}},
+		{"GET / (first: takes the flash message)", func() response { return b.get("/") }, 200, map[string]int{"find": 1, "update": 1}},
+		{"GET / (read-only)", func() response { return b.get("/") }, 200, map[string]int{"find": 1}},
+		{"GET / (read-only, again)", func() response { return b.get("/") }, 200, map[string]int{"find": 1}},
+		{"POST /login (already logged in)", func() response {
+			return b.post("/login", url.Values{"username": {"demo"}, "password": {"demo"}})
+		}, 303, map[string]int{"find": 1, "insert": 1, "delete": 1}},
+		{"GET /login (logged in: redirect)", func() response { return b.get("/login") }, 303, map[string]int{"find": 1}},
+		{"POST /logout", func() response { return b.post("/logout", nil) }, 303, map[string]int{"find": 1, "delete": 1}},
+		{"GET /login (after logout)", func() response { return b.get("/login") }, 200, map[string]int{}},
+		{"POST /login (wrong password)", func() response {
+			return b.post("/login", url.Values{"username": {"demo"}, "password": {"nope"}})
+		}, 401, map[string]int{}},
+		{"GET /healthz", func() response { return b.get("/healthz") }, 200, map[string]int{"ping": 1}},
+	}
+	for _, s := range steps {
+		r := s.request()
+		got := counter.take()
+		t.Logf("database commands for %-40s %s", s.name+":", format(got))
+		if r.status != s.status {
+			t.Errorf("%s: status %d, want %d", s.name, r.status, s.status)
+		}
+		if !maps.Equal(got, s.want) {
+			t.Errorf("%s: %s, want %s", s.name, format(got), format(s.want))
+		}
+	}
+}

@@ -1,0 +1,326 @@
+// Command example is a small login app whose sessions live in MongoDB,
+// kept by mongostore.
+//
+// It serves a login form, a page for logged-in users that shows when their
+// session expires, and a logout button. With no database configured it
+// starts an embedded MongoDB-compatible server (FerretDB with SQLite) whose
+// files live in DATA_DIR, so it runs with nothing installed.
+//
+// Environment:
+//
+//	ADDR             address to listen on (default 127.0.0.1:8080)
+//	MONGODB_URI      MongoDB server to use; unset: the embedded server
+//	DATA_DIR         the embedded server's files (default .data)
+//	DB_NAME          database name (default mongostore_example)
+//	SESSION_KEY      hex key that signs session cookies, at least 32 bytes;
+//	                 unset: a random key, and sessions end with the process
+//	SESSION_MAX_AGE  idle timeout of a session, a Go duration (default 24h)
+//	DEMO_USERS       extra users, as name:password,name:password
+//
+// The user demo with password demo always exists unless DEMO_USERS gives
+// demo another password.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/mongostore/mongostore"
+	"github.com/mongostore/mongostore/embeddb"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+)
+
+// Defaults of the environment variables, and fixed settings.
+const (
+	defaultAddr     = "127.0.0.1:8080"
+	defaultDataDir  = ".data"
+	defaultDBName   = "mongostore_example"
+	defaultMaxAge   = 24 * time.Hour
+	collectionName  = "sessions"
+	minKeyBytes     = 32
+	startupTimeout  = 30 * time.Second // connecting and preparing the collection
+	dbTimeout       = 5 * time.Second  // any one database operation of a request
+	shutdownTimeout = 10 * time.Second // letting in-flight requests finish
+	closeTimeout    = 10 * time.Second // disconnecting from the database
+)
+
+// config is the app's configuration: what the environment says, plus hooks
+// for tests.
+type config struct {
+	// Addr is the TCP address to listen on (ADDR). Port 0 picks a free port.
+	Addr string
+	// MongoURI is the MongoDB connection string (MONGODB_URI). Empty starts
+	// the embedded server with its files in DataDir.
+	MongoURI string
+	// DataDir holds the embedded server's files (DATA_DIR).
+	DataDir string
+	// DBName is the database that holds the sessions collection (DB_NAME).
+	DBName string
+	// SessionKey signs the session cookies (SESSION_KEY, hex).
+	SessionKey []byte
+	// KeyGenerated says SessionKey was generated at start, not configured.
+	KeyGenerated bool
+	// MaxAge is the sessions' idle timeout and cookie lifetime
+	// (SESSION_MAX_AGE), a whole number of seconds.
+	MaxAge time.Duration
+	// Users are the accounts that may log in: demo and DEMO_USERS.
+	Users []credential
+
+	// BcryptCost is the cost of the password hashes made at start. Zero
+	// means bcrypt.DefaultCost; tests lower it.
+	BcryptCost int
+	// ClientOptions, if set, are applied after MongoURI when connecting, for
+	// example to install a command monitor.
+	ClientOptions *options.ClientOptions
+	// OnListen, if set, is called with the app's base URL once it accepts
+	// connections.
+	OnListen func(url string)
+}
+
+// loadConfig reads the configuration from the environment through getenv.
+func loadConfig(getenv func(string) string) (config, error) {
+	cfg := config{
+		Addr:     cmpOr(getenv("ADDR"), defaultAddr),
+		MongoURI: getenv("MONGODB_URI"),
+		DataDir:  cmpOr(getenv("DATA_DIR"), defaultDataDir),
+		DBName:   cmpOr(getenv("DB_NAME"), defaultDBName),
+		MaxAge:   defaultMaxAge,
+	}
+
+	if s := getenv("SESSION_KEY"); s != "" {
+		key, err := hex.DecodeString(s)
+		if err != nil {
+			return config{}, fmt.Errorf("SESSION_KEY: not hexadecimal: %w", err)
+		}
+		if len(key) < minKeyBytes {
+			return config{}, fmt.Errorf("SESSION_KEY: %d bytes, want at least %d (%d hex digits); make one with: openssl rand -hex 32",
+				len(key), minKeyBytes, 2*minKeyBytes)
+		}
+		cfg.SessionKey = key
+	} else {
+		cfg.SessionKey = make([]byte, minKeyBytes)
+		_, _ = rand.Read(cfg.SessionKey) // never fails (see crypto/rand.Read)
+		cfg.KeyGenerated = true
+	}
+
+	if s := getenv("SESSION_MAX_AGE"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return config{}, fmt.Errorf("SESSION_MAX_AGE: %w", err)
+		}
+		if d < time.Second || d%time.Second != 0 {
+			return config{}, fmt.Errorf("SESSION_MAX_AGE: %v is not a whole number of seconds of at least 1s", d)
+		}
+		cfg.MaxAge = d
+	}
+
+	users, err := parseUsers(getenv("DEMO_USERS"))
+	if err != nil {
+		return config{}, fmt.Errorf("DEMO_USERS: %w", err)
+	}
+	cfg.Users = users
+	return cfg, nil
+}
+
+// cmpOr returns s, or def if s is empty.
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func main() {
+	os.Exit(mainCode())
+}
+
+// mainCode runs the app until SIGINT or SIGTERM and returns the exit code.
+func mainCode() int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	cfg, err := loadConfig(os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "example: configuration:", err)
+		return 2
+	}
+	if err := run(ctx, cfg, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "example:", err)
+		return 1
+	}
+	return 0
+}
+
+// run serves the app until ctx is cancelled, then shuts down gracefully:
+// it stops accepting connections, lets in-flight requests finish, stops the
+// store's GC goroutine, disconnects from the database and stops the embedded
+// server, if any. It logs to stdout.
+func run(ctx context.Context, cfg config, stdout io.Writer) error {
+	logger := slog.New(slog.NewTextHandler(stdout, nil))
+	if err := serve(ctx, cfg, logger, stdout); err != nil {
+		logger.Error("stopped", "error", err.Error())
+		return err
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// serve does the work of run; its deferred calls release, in reverse order
+// of acquisition, everything it started.
+func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) (err error) {
+	if cfg.KeyGenerated {
+		logger.Warn("SESSION_KEY is not set: using a random key, so sessions will not survive a restart")
+	}
+	users, err := newUserDB(cfg.Users, cfg.BcryptCost)
+	if err != nil {
+		return err
+	}
+
+	startCtx, cancelStart := context.WithTimeout(ctx, startupTimeout)
+	defer cancelStart()
+
+	uri := cfg.MongoURI
+	if uri == "" {
+		// The embedded server must outlive ctx: it stops after the HTTP
+		// server has finished its requests, in the deferred Close.
+		srv, err := embeddb.Start(context.WithoutCancel(ctx), embeddb.Config{
+			Dir:  cfg.DataDir,
+			Addr: "127.0.0.1:0",
+			// FerretDB is verbose (it logs failed commands as warnings): keep its errors only.
+			Logger: slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: slog.LevelError})).With("component", "embeddb"),
+		})
+		if err != nil {
+			return fmt.Errorf("start embedded database: %w", err)
+		}
+		defer func() {
+			if cerr := closeWithin(closeTimeout, srv.Close); cerr != nil && !errors.Is(cerr, context.Canceled) {
+				err = errors.Join(err, fmt.Errorf("stop embedded database: %w", cerr))
+			}
+		}()
+		uri = srv.URI()
+		logger.Info("started embedded database (FerretDB, SQLite)", "dir", cfg.DataDir)
+	} else {
+		logger.Info("using the database in MONGODB_URI")
+	}
+
+	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName("mongostore-example").SetTimeout(dbTimeout), cfg.ClientOptions)
+	if err != nil {
+		return fmt.Errorf("connect to database: %w", err)
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		if derr := client.Disconnect(dctx); derr != nil {
+			err = errors.Join(err, fmt.Errorf("disconnect from database: %w", derr))
+		}
+	}()
+	if err := client.Ping(startCtx, readpref.Primary()); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+
+	coll := client.Database(cfg.DBName).Collection(collectionName)
+	store, err := mongostore.NewStore(startCtx, coll, mongostore.Config{
+		Expiry:          mongostore.ExpiryAuto,
+		AbsoluteTimeout: max(mongostore.DefaultAbsoluteTimeout, cfg.MaxAge),
+		Logger:          logger,
+	}, cfg.SessionKey)
+	if err != nil {
+		return fmt.Errorf("session store: %w", err)
+	}
+	defer store.Close() // stops the GC goroutine; never fails
+	store.MaxAge(int(cfg.MaxAge / time.Second))
+	logger.Info("session store ready", "database", cfg.DBName, "collection", collectionName,
+		"expiry", store.ExpiryMode().String(), "max_age", cfg.MaxAge.String())
+
+	handler, err := newApp(appOptions{
+		Store:      store,
+		Users:      users,
+		SessionKey: cfg.SessionKey,
+		Ping:       func(ctx context.Context) error { return client.Ping(ctx, readpref.Primary()) },
+		Logger:     logger,
+	})
+	if err != nil {
+		return err
+	}
+
+	var lc net.ListenConfig
+	ln, err := lc.Listen(startCtx, "tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	httpSrv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- httpSrv.Serve(ln) }()
+
+	url := baseURL(ln.Addr())
+	logger.Info("listening on "+url, "url", url)
+	if cfg.OnListen != nil {
+		cfg.OnListen(url)
+	}
+
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve HTTP: %w", err)
+	case <-ctx.Done():
+	}
+
+	logger.Info("shutting down: finishing in-flight requests", "timeout", shutdownTimeout.String())
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
+	defer cancel()
+	if err := httpSrv.Shutdown(sctx); err != nil {
+		_ = httpSrv.Close()
+		<-serveErr
+		return fmt.Errorf("shut down HTTP server: %w", err)
+	}
+	<-serveErr // http.ErrServerClosed
+	return nil
+}
+
+// closeWithin calls close and waits at most d for it to return. After d it
+// gives up, leaving close to finish in the background.
+func closeWithin(d time.Duration, close func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- close() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("not done after %v", d)
+	}
+}
+
+// baseURL returns the URL a browser on this machine uses to reach addr.
+func baseURL(addr net.Addr) string {
+	tcp, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "http://" + addr.String()
+	}
+	host := tcp.IP.String()
+	if tcp.IP.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, fmt.Sprint(tcp.Port))
+}
