@@ -1,11 +1,13 @@
 package mongostore
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"reflect"
 	"strings"
@@ -82,7 +84,7 @@ func (s *Store) Middleware(name string, opts MiddlewareOptions) func(http.Handle
 			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, opts: &opts,
 				baseHeader: w.Header().Clone()}
 			next.ServeHTTP(sw, r)
-			sw.commit()
+			sw.finish()
 		})
 	}
 }
@@ -161,14 +163,47 @@ type sessionWriter struct {
 	// (outer middleware's headers and Vary), restored on a failed save.
 	baseHeader http.Header
 
-	once   sync.Once
-	failed bool // the save failed and the error handler answered
+	once      sync.Once
+	committed bool // commit has run: the response may have started
+	failed    bool // the save failed and the error handler answered
 }
+
+// finish runs when the handler returns. If the response started before the
+// handler's last change to the session, the change is still stored: a
+// loaded session keeps its ID, so its cookie needs no update. A new session
+// cannot be given a cookie any more; that is logged.
+func (w *sessionWriter) finish() {
+	if !w.committed {
+		w.commit()
+		return
+	}
+	if w.failed || !w.store.needsSave(w.req, w.session, -1) {
+		return
+	}
+	log := w.store.cfg.Logger
+	if _, stored := w.store.states.get(w.session); !stored || w.session.Options.MaxAge < 0 {
+		log.LogAttrs(w.req.Context(), slog.LevelWarn, "mongostore: session changed after the response started; not saved (save it before writing the response)",
+			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path))
+		return
+	}
+	if err := w.session.Save(w.req, discardHeaders{}); err != nil {
+		log.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: saving session after the response",
+			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path), slog.String("error", err.Error()))
+	}
+}
+
+// discardHeaders is a ResponseWriter for saves after the response has gone.
+type discardHeaders struct{}
+
+func (discardHeaders) Header() http.Header         { return http.Header{} }
+func (discardHeaders) Write(b []byte) (int, error) { return len(b), nil }
+func (discardHeaders) WriteHeader(int)             {}
 
 // commit saves the session if needed, once. On failure the error handler
 // answers, and the handler's own response is discarded.
 func (w *sessionWriter) commit() {
 	w.once.Do(func() {
+		w.committed = true
 		if w.store.needsSave(w.req, w.session, w.opts.TouchInterval) {
 			if err := w.session.Save(w.req, w.ResponseWriter); err != nil {
 				w.failed = true
@@ -258,6 +293,13 @@ func (w *sessionWriter) FlushError() error {
 
 // Flush implements http.Flusher.
 func (w *sessionWriter) Flush() { _ = w.FlushError() }
+
+// Hijack lets a handler take over the connection (WebSockets), for code
+// that asserts http.Hijacker. Changes to the session are still stored when
+// the handler returns, but no cookie can be sent any more.
+func (w *sessionWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
 
 // Unwrap returns the underlying writer, for http.ResponseController.
 func (w *sessionWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

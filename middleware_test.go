@@ -1323,3 +1323,67 @@ func TestMiddlewareCacheHeadersExplicitSave(t *testing.T) {
 		})
 	}
 }
+
+// TestMiddlewareChangeAfterResponseStarted checks that a stored session
+// changed after the handler wrote its response is still saved, and that a
+// new one is reported instead.
+func TestMiddlewareChangeAfterResponseStarted(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	mw := f.store.Middleware(testSessionName, MiddlewareOptions{TouchInterval: -1})
+	late := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "body first")
+		Session(r, testSessionName).Values["late"] = r.URL.Query().Get("v")
+	}))
+	b, id := saveNew(t, f, map[any]any{"user": "ada"})
+	rec := b.do(func(w http.ResponseWriter, r *http.Request) {
+		r.URL.RawQuery = "v=one"
+		late.ServeHTTP(w, r)
+	})
+	if rec.Body.String() != "body first\n" {
+		t.Fatalf("body %q", rec.Body.String())
+	}
+	s, err := load(t, f, b)
+	if err != nil || s.ID != id || s.Values["late"] != "one" {
+		t.Fatalf("late change not stored: %v, %v", s.Values, err)
+	}
+
+	fresh := newBrowser()
+	fresh.do(late.ServeHTTP)
+	if f.count(t) != 1 || len(fresh.cookies) != 0 {
+		t.Fatalf("a new session changed after the response: %d documents, %d cookies", f.count(t), len(fresh.cookies))
+	}
+	if !strings.Contains(f.logs.String(), "session changed after the response started") {
+		t.Fatalf("no warning logged:\n%s", f.logs)
+	}
+}
+
+// TestMiddlewareHijacker checks that handlers asserting http.Hijacker work.
+func TestMiddlewareHijacker(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	srv := httptest.NewServer(f.store.Middleware(testSessionName, MiddlewareOptions{})(http.HandlerFunc(
+		func(w http.ResponseWriter, r *http.Request) {
+			hj, ok := w.(http.Hijacker)
+			if !ok {
+				t.Error("the middleware's writer is not an http.Hijacker")
+				return
+			}
+			conn, buf, err := hj.Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
+			buf.Flush()
+		})))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "hi" {
+		t.Fatalf("body %q, want hi", body)
+	}
+}
