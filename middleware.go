@@ -2,7 +2,6 @@ package mongostore
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -129,26 +128,16 @@ func (s *Store) needsSave(r *http.Request, session *sessions.Session, touch time
 }
 
 // changed reports whether session's values differ from what was last read
-// or written.
+// or written. It decodes the stored bytes and compares them with the values
+// (comparing encodings would not do: gob writes maps in random order). A
+// value that merely looks changed (a NaN, an empty slice gob reads as nil)
+// costs one needless write, never a lost change.
 func (s *Store) changed(session *sessions.Session, st sessionState) bool {
-	data, err := s.cfg.Codec.Encode(session.Values)
-	if err != nil {
-		return true // let Save report the error
-	}
-	if bytes.Equal(data, st.data) {
-		return false
-	}
-	// Encodings of equal maps can differ (gob writes maps in random order):
-	// compare the decoded values.
 	old, err := s.cfg.Codec.Decode(st.data)
 	if err != nil {
 		return true
 	}
-	now, err := s.cfg.Codec.Decode(data)
-	if err != nil {
-		return true
-	}
-	return !reflect.DeepEqual(old, now)
+	return !reflect.DeepEqual(old, session.Values)
 }
 
 // sessionWriter saves the session before the first byte of the response
