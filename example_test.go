@@ -29,6 +29,25 @@ func get(client *http.Client, url string) {
 	fmt.Println(strings.TrimSpace(string(body)))
 }
 
+// exampleStore returns a store on a fresh collection of the server in
+// MONGODB_URI, and a function that drops the collection and disconnects.
+func exampleStore(ctx context.Context, collection string, cfg mongostore.Config) (*mongostore.Store, *mongo.Collection, func()) {
+	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")))
+	if err != nil {
+		log.Fatal(err)
+	}
+	coll := client.Database("example").Collection(collection)
+	store, err := mongostore.NewStore(ctx, coll, cfg, []byte("an example key of 32 bytes!!!!!!"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	return store, coll, func() {
+		store.Close()
+		coll.Drop(ctx)
+		client.Disconnect(ctx)
+	}
+}
+
 // newBrowser returns an HTTP client that keeps cookies, like a browser.
 func newBrowser() *http.Client {
 	jar, _ := cookiejar.New(nil)
@@ -83,20 +102,8 @@ func Example() {
 // handler if the handler changed it.
 func ExampleStore_Middleware() {
 	ctx := context.Background()
-	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer client.Disconnect(ctx)
-	coll := client.Database("example").Collection("middleware_sessions")
-	defer coll.Drop(ctx)
-
-	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{Expiry: mongostore.ExpiryAuto},
-		[]byte("an example key of 32 bytes!!!!!!"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer store.Close()
+	store, _, done := exampleStore(ctx, "middleware_sessions", mongostore.Config{Expiry: mongostore.ExpiryAuto})
+	defer done()
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
@@ -124,20 +131,8 @@ func ExampleStore_Middleware() {
 // (session fixation) is worth nothing afterwards.
 func ExampleStore_RegenerateID() {
 	ctx := context.Background()
-	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer client.Disconnect(ctx)
-	coll := client.Database("example").Collection("login_sessions")
-	defer coll.Drop(ctx)
-
-	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{Expiry: mongostore.ExpiryAuto},
-		[]byte("an example key of 32 bytes!!!!!!"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer store.Close()
+	store, coll, done := exampleStore(ctx, "login_sessions", mongostore.Config{Expiry: mongostore.ExpiryAuto})
+	defer done()
 
 	var before string
 	mux := http.NewServeMux()
@@ -180,23 +175,12 @@ func ExampleStore_RegenerateID() {
 // sessions itself, for example from a scheduled job.
 func ExampleStore_DeleteExpired() {
 	ctx := context.Background()
-	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer client.Disconnect(ctx)
-	coll := client.Database("example").Collection("expired_sessions")
-	defer coll.Drop(ctx)
-
 	now := time.Now()
-	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{
+	store, _, done := exampleStore(ctx, "expired_sessions", mongostore.Config{
 		Expiry: mongostore.ExpiryNone,
 		Now:    func() time.Time { return now }, // a fake clock, to expire sessions at once
-	}, []byte("an example key of 32 bytes!!!!!!"))
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer store.Close()
+	})
+	defer done()
 	store.MaxAge(60)
 
 	for range 3 {
