@@ -900,9 +900,7 @@ func TestMiddlewareCacheHeaders(t *testing.T) {
 			f := newFixture(t, Config{Expiry: ExpiryNone})
 			b := newBrowser()
 			if tc.existing {
-				b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
-					s.Values["user"] = "alice"
-				}).ServeHTTP)
+				b, _ = saveNew(t, f, map[any]any{"user": "alice"})
 			}
 			rec := b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				if tc.cacheControl != "" {
@@ -1298,9 +1296,7 @@ func TestMiddlewareCacheHeadersExplicitSave(t *testing.T) {
 			f := newFixture(t, Config{Expiry: ExpiryNone})
 			b := newBrowser()
 			if tc.existing {
-				b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
-					s.Values["user"] = "alice"
-				}).ServeHTTP)
+				b, _ = saveNew(t, f, map[any]any{"user": "alice"})
 			}
 			f.cmds.reset()
 			rec := b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
