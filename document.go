@@ -15,7 +15,7 @@ import (
 const (
 	fieldID        = "_id"       // hex SHA-256 (or HMAC) of the session ID
 	fieldData      = "data"      // codec-encoded session values (binary)
-	fieldMAC       = "mac"       // HMAC-SHA256 of _id and data (binary), checked before decoding
+	fieldMAC       = "mac"       // HMAC-SHA256 of _id, createdAt, expiresAt and data (binary), checked before decoding
 	fieldCreatedAt = "createdAt" // when the session was first saved
 	fieldUpdatedAt = "updatedAt" // when it was last saved
 	fieldExpiresAt = "expiresAt" // when it expires: idle and absolute timeouts applied
@@ -121,7 +121,7 @@ func updateDocument(data, mac []byte, now, expiresAt time.Time) bson.D {
 // derived from.
 const macKeyLabel = "mongostore v1 document MAC"
 
-// dataSealer authenticates stored session data. Session values are decoded
+// dataSealer authenticates stored session data and times. Session values are decoded
 // only after their MAC checks out, so bytes written to the collection by
 // anyone without the app's keys (a compromised or shared database, a
 // restored foreign backup) never reach the codec: encoding/gob is not
@@ -142,26 +142,30 @@ func newDataSealer(hashKeys [][]byte) dataSealer {
 	return dataSealer{keys: keys}
 }
 
-func sealWith(key []byte, docID string, data []byte) []byte {
+func sealWith(key []byte, docID string, createdAt, expiresAt time.Time, data []byte) []byte {
 	m := hmac.New(sha256.New, key)
-	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(docID)))
-	m.Write(n[:])
+	var buf [24]byte
+	binary.BigEndian.PutUint64(buf[0:], uint64(len(docID)))
+	binary.BigEndian.PutUint64(buf[8:], uint64(createdAt.UnixMilli()))
+	binary.BigEndian.PutUint64(buf[16:], uint64(expiresAt.UnixMilli()))
+	m.Write(buf[:8])
 	m.Write([]byte(docID))
+	m.Write(buf[8:])
 	m.Write(data)
 	return m.Sum(nil)
 }
 
-// seal returns the MAC of data stored under docID.
-func (d dataSealer) seal(docID string, data []byte) []byte {
-	return sealWith(d.keys[0], docID, data)
+// seal returns the MAC of a document: its _id, creation and expiry times
+// (as BSON stores them, in milliseconds) and data.
+func (d dataSealer) seal(docID string, createdAt, expiresAt time.Time, data []byte) []byte {
+	return sealWith(d.keys[0], docID, createdAt, expiresAt, data)
 }
 
-// verify reports whether mac authenticates data stored under docID with any
-// of the keys.
-func (d dataSealer) verify(docID string, data, mac []byte) bool {
+// verify reports whether mac authenticates the document with any of the
+// keys.
+func (d dataSealer) verify(docID string, createdAt, expiresAt time.Time, data, mac []byte) bool {
 	for _, k := range d.keys {
-		if hmac.Equal(mac, sealWith(k, docID, data)) {
+		if hmac.Equal(mac, sealWith(k, docID, createdAt, expiresAt, data)) {
 			return true
 		}
 	}

@@ -139,9 +139,10 @@ func fuzzDocuments(tb testing.TB) [][]byte {
 	}
 	docID := fuzzDocID
 	seal := newDataSealer([][]byte{testHashKey}).seal
-	valid := marshal(newDocument(docID, gobData, seal(docID, gobData), now, now.Add(time.Hour)))
-	withJSON := marshal(newDocument(docID, jsonData, seal(docID, jsonData), now, now.Add(time.Hour)))
-	empty := marshal(newDocument(docID, nil, seal(docID, nil), now, now))
+	later := now.Add(time.Hour)
+	valid := marshal(newDocument(docID, gobData, seal(docID, now, later, gobData), now, later))
+	withJSON := marshal(newDocument(docID, jsonData, seal(docID, now, later, jsonData), now, later))
+	empty := marshal(newDocument(docID, nil, seal(docID, now, now, nil), now, now))
 	var docs [][]byte
 	docs = append(docs, valid, withJSON, empty)
 	docs = append(docs,
@@ -195,12 +196,12 @@ func FuzzDecodeDocument(f *testing.F) {
 			if !errors.Is(err, ErrDecode) {
 				t.Fatalf("error %v does not wrap ErrDecode", err)
 			}
-			if spy.decoded != nil && !store.sealer.verify(fuzzDocID, spy.decoded, doc.mac) {
+			if spy.decoded != nil && !store.sealer.verify(fuzzDocID, doc.createdAt, doc.expiresAt, spy.decoded, doc.mac) {
 				t.Fatalf("data with a bad MAC reached the codec: %x", spy.decoded)
 			}
 			return
 		}
-		if values == nil || !store.sealer.verify(fuzzDocID, doc.data, doc.mac) {
+		if values == nil || !store.sealer.verify(fuzzDocID, doc.createdAt, doc.expiresAt, doc.data, doc.mac) {
 			t.Fatal("accepted a document without a valid MAC")
 		}
 		// Success means every field is there with its type.

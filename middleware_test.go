@@ -1289,7 +1289,7 @@ func TestMiddlewareCacheHeadersExplicitSave(t *testing.T) {
 		}, []string{"find", "update"}},
 		{"existing session, RegenerateID", true, func(f *storeFixture, w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
 			return f.store.RegenerateID(r, w, s)
-		}, []string{"find", "insert", "delete"}},
+		}, []string{"find", "delete", "insert"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

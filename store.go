@@ -19,6 +19,7 @@ import (
 
 	"github.com/gorilla/securecookie"
 	"github.com/gorilla/sessions"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
@@ -207,13 +208,23 @@ func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
 func (s *Store) decodeCookie(name, value string) (string, error) {
 	var raw []byte
 	if err := securecookie.DecodeMulti(name, value, &raw, s.codecs...); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrInvalidCookie, err)
+		return "", fmt.Errorf("%w: %w", ErrInvalidCookie, unwrapMulti(err))
 	}
 	id := string(raw)
 	if !validSessionID(id) {
 		return "", fmt.Errorf("%w: malformed session ID", ErrInvalidCookie)
 	}
 	return id, nil
+}
+
+// unwrapMulti turns securecookie's MultiError, which errors.Is cannot see
+// into, into a joined error that it can.
+func unwrapMulti(err error) error {
+	var multi securecookie.MultiError
+	if errors.As(err, &multi) {
+		return errors.Join(multi...)
+	}
+	return err
 }
 
 // load reads the live document of session ID id into session. A missing or
@@ -256,7 +267,7 @@ func (s *Store) decodeStored(docID string, raw []byte) (storedSession, map[any]a
 	if err != nil {
 		return doc, nil, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
-	if !s.sealer.verify(docID, doc.data, doc.mac) {
+	if !s.sealer.verify(docID, doc.createdAt, doc.expiresAt, doc.data, doc.mac) {
 		return doc, nil, fmt.Errorf("%w: session data fails its integrity check (written without this app's keys)", ErrDecode)
 	}
 	values, err := s.cfg.Codec.Decode(doc.data)
@@ -274,7 +285,8 @@ func (s *Store) decodeStored(docID string, raw []byte) (storedSession, map[any]a
 // returns ErrSessionGone and writes nothing. Any other session is inserted
 // under a freshly generated ID. Values that cannot be encoded give ErrEncode,
 // values larger than Config.MaxSize give ErrTooLarge; nothing is written
-// then either.
+// then either. A loaded session whose ID the application changed (for
+// example cleared, to rotate it) is saved as RegenerateID would.
 func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
 	ctx := r.Context()
 	if session.Options == nil {
@@ -283,18 +295,22 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 	if session.Options.MaxAge < 0 {
 		return s.delete(ctx, w, session)
 	}
+	st, stored := s.states.get(session)
+	if stored && st.docID != s.hasher.docID(session.ID) {
+		return s.RegenerateID(r, w, session)
+	}
 	data, err := s.encode(session.Values)
 	if err != nil {
 		return err
 	}
 	now := s.cfg.Now()
-	st, stored := s.states.get(session)
-	if stored && st.docID == s.hasher.docID(session.ID) {
+	if stored {
 		expiresAt := s.expiresAt(session.Options, st.createdAt, now)
 		if !expiresAt.After(now) {
 			return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
 		}
-		res, err := s.coll.UpdateOne(ctx, liveFilter(st.docID, now), updateDocument(data, s.sealer.seal(st.docID, data), now, expiresAt))
+		mac := s.sealer.seal(st.docID, st.createdAt, expiresAt, data)
+		res, err := s.coll.UpdateOne(ctx, liveFilter(st.docID, now), updateDocument(data, mac, now, expiresAt))
 		if err != nil {
 			return fmt.Errorf("%w: save session: %w", ErrDatabase, err)
 		}
@@ -306,11 +322,32 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 		return s.writeCookie(w, session, expiresAt, now)
 	}
 
-	id := session.ID
-	if !s.cfg.AllowIDReuse || stored || !validSessionID(id) {
-		id = newSessionID()
+	if s.cfg.AllowIDReuse && validSessionID(session.ID) {
+		return s.insertReusingID(ctx, w, session, data, now)
 	}
-	expiresAt, err := s.insert(ctx, session, id, data, now)
+	expiresAt, err := s.insert(ctx, session, newSessionID(), data, now)
+	if err != nil {
+		return err
+	}
+	return s.writeCookie(w, session, expiresAt, now)
+}
+
+// insertReusingID inserts a new session under the ID its cookie carried
+// (AllowIDReuse). The ID's old document may still be in the collection,
+// expired but not yet removed: it is replaced. If a live document holds the
+// ID (a concurrent request recreated it), the session gets a fresh ID.
+func (s *Store) insertReusingID(ctx context.Context, w http.ResponseWriter, session *sessions.Session, data []byte, now time.Time) error {
+	expired := bson.D{
+		{Key: fieldID, Value: s.hasher.docID(session.ID)},
+		{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bsonDate(now)}}},
+	}
+	if _, err := s.coll.DeleteOne(ctx, expired); err != nil {
+		return fmt.Errorf("%w: delete expired session: %w", ErrDatabase, err)
+	}
+	expiresAt, err := s.insert(ctx, session, session.ID, data, now)
+	if mongo.IsDuplicateKeyError(err) {
+		expiresAt, err = s.insert(ctx, session, newSessionID(), data, now)
+	}
 	if err != nil {
 		return err
 	}
@@ -322,7 +359,8 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 func (s *Store) insert(ctx context.Context, session *sessions.Session, id string, data []byte, now time.Time) (time.Time, error) {
 	docID := s.hasher.docID(id)
 	expiresAt := s.expiresAt(session.Options, now, now)
-	if _, err := s.coll.InsertOne(ctx, newDocument(docID, data, s.sealer.seal(docID, data), now, expiresAt)); err != nil {
+	mac := s.sealer.seal(docID, now, expiresAt, data)
+	if _, err := s.coll.InsertOne(ctx, newDocument(docID, data, mac, now, expiresAt)); err != nil {
 		return time.Time{}, fmt.Errorf("%w: insert session: %w", ErrDatabase, err)
 	}
 	session.ID = id
@@ -375,7 +413,7 @@ func (s *Store) idleTimeout(opts *sessions.Options) time.Duration {
 func (s *Store) writeCookie(w http.ResponseWriter, session *sessions.Session, expiresAt, now time.Time) error {
 	encoded, err := securecookie.EncodeMulti(session.Name(), []byte(session.ID), s.codecs...)
 	if err != nil {
-		return fmt.Errorf("mongostore: encode cookie: %w", err)
+		return fmt.Errorf("%w: cookie: %w", ErrEncode, unwrapMulti(err))
 	}
 	opts := *session.Options
 	if opts.MaxAge > 0 {
@@ -410,39 +448,48 @@ func (s *Store) delete(ctx context.Context, w http.ResponseWriter, session *sess
 // RegenerateID gives the session a new ID, keeping its values, and deletes
 // the document of the old ID: call it when privileges change (at login) to
 // defeat session fixation. The session counts as created now for the
-// absolute timeout. It sets the new cookie. A session that was never saved,
-// or whose old document is already gone (a logout elsewhere, an expiry),
-// simply continues under the new ID.
+// absolute timeout. It sets the new cookie. A session that was never saved
+// is simply saved under a fresh ID; one with Options.MaxAge < 0 is deleted.
 //
-// On failure the session is detached from its old ID: a later Save (for
-// example the middleware's) stores it under a fresh ID, never under the old
-// one, so values set for the new privileges cannot reach an ID an attacker
-// may have planted.
+// The old document is deleted first, and only if it is still live: if it
+// was deleted (a logout elsewhere) or expired while the request ran,
+// RegenerateID returns ErrSessionGone, creates nothing, and later saves of
+// the session fail the same way; a logged-out session never comes back.
+// After any other failure the session is detached from its old ID: a later
+// Save (for example the middleware's) stores it under a fresh ID, never
+// under the old one, so values set for new privileges cannot reach an ID an
+// attacker may have planted.
 func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
 	ctx := r.Context()
 	if session.Options == nil {
 		session.Options = s.newOptions()
 	}
+	if session.Options.MaxAge < 0 {
+		return s.delete(ctx, w, session)
+	}
 	st, stored := s.states.get(session)
-	s.detach(session)
 	if !stored {
+		s.detach(session)
 		return s.Save(r, w, session)
 	}
 	data, err := s.encode(session.Values)
 	if err != nil {
+		s.detach(session)
 		return err
 	}
 	now := s.cfg.Now()
+	res, err := s.coll.DeleteOne(ctx, liveFilter(st.docID, now))
+	if err != nil {
+		s.detach(session)
+		return fmt.Errorf("%w: delete old session: %w", ErrDatabase, err)
+	}
+	if res.DeletedCount == 0 {
+		return ErrSessionGone
+	}
+	s.detach(session)
 	expiresAt, err := s.insert(ctx, session, newSessionID(), data, now)
 	if err != nil {
 		return err
-	}
-	if _, err := s.coll.DeleteOne(ctx, idFilter(st.docID)); err != nil {
-		// Best effort: without the old document gone, the new one must not live.
-		newState, _ := s.states.get(session)
-		_, _ = s.coll.DeleteOne(context.WithoutCancel(ctx), idFilter(newState.docID))
-		s.detach(session)
-		return fmt.Errorf("%w: delete old session: %w", ErrDatabase, err)
 	}
 	return s.writeCookie(w, session, expiresAt, now)
 }

@@ -133,7 +133,7 @@ func TestNewStoreRejectsInvalidConfig(t *testing.T) {
 }
 
 func TestNewSessionDefaults(t *testing.T) {
-	f := newFixture(t, Config{})
+	f := newFixture(t, Config{Expiry: ExpiryNone}) // no GC sweeps among the counted commands
 	want := sessions.Options{Path: "/", MaxAge: DefaultMaxAge, HttpOnly: true, SameSite: http.SameSiteLaxMode}
 	if *f.store.Options != want {
 		t.Fatalf("store.Options = %+v, want %+v", *f.store.Options, want)
@@ -533,26 +533,38 @@ func TestRegenerateID(t *testing.T) {
 		}
 	})
 	t.Run("old document gone meanwhile", func(t *testing.T) {
-		b, oldID := saveNew(t, f, map[any]any{"k": 1})
-		before := f.count(t)
-		b.do(func(w http.ResponseWriter, r *http.Request) {
-			s, _ := f.store.Get(r, testSessionName)
-			if _, err := f.coll.DeleteOne(r.Context(), bson.D{{Key: fieldID, Value: f.store.hasher.docID(s.ID)}}); err != nil {
-				t.Fatal(err)
+		clock := newFakeClock()
+		f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
+		f.store.MaxAge(60)
+		for _, end := range []struct {
+			name string
+			do   func(r *http.Request, s *sessions.Session)
+		}{
+			{"logged out", func(r *http.Request, s *sessions.Session) {
+				if _, err := f.coll.DeleteOne(r.Context(), bson.D{{Key: fieldID, Value: f.store.hasher.docID(s.ID)}}); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{"expired", func(*http.Request, *sessions.Session) { clock.Advance(61 * time.Second) }},
+		} {
+			b, _ := saveNew(t, f, map[any]any{"user": "ada"})
+			rec := b.do(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := f.store.Get(r, testSessionName)
+				end.do(r, s)
+				if err := f.store.RegenerateID(r, w, s); !errors.Is(err, ErrSessionGone) {
+					t.Fatalf("%s: RegenerateID = %v, want ErrSessionGone", end.name, err)
+				}
+				s.Values["more"] = 1
+				if err := s.Save(r, w); !errors.Is(err, ErrSessionGone) {
+					t.Fatalf("%s: Save after a refused RegenerateID = %v, want ErrSessionGone", end.name, err)
+				}
+			})
+			if len(rec.Header().Values("Set-Cookie")) != 0 {
+				t.Fatalf("%s: a cookie was set for a gone session", end.name)
 			}
-			s.Values["user"] = "ada"
-			if err := f.store.RegenerateID(r, w, s); err != nil {
-				t.Fatalf("RegenerateID after the old document went: %v", err)
+			if n, _ := f.coll.CountDocuments(context.Background(), bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: clock.Now()}}}}); n != 0 {
+				t.Fatalf("%s: %d live documents, want 0: the session came back", end.name, n)
 			}
-			if s.ID == oldID {
-				t.Fatal("the old ID was kept")
-			}
-		})
-		if n := f.count(t); n != before {
-			t.Fatalf("%d documents, want %d (old gone, new one in its place)", n, before)
-		}
-		if s, _ := load(t, f, b); s.IsNew || s.Values["user"] != "ada" {
-			t.Fatalf("session after regeneration: IsNew=%v values=%v", s.IsNew, s.Values)
 		}
 	})
 	t.Run("failure never saves under the old ID", func(t *testing.T) {
