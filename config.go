@@ -56,19 +56,24 @@ func (m ExpiryMode) String() string {
 	}
 }
 
-// Defaults used for zero Config fields and for Store.Options.
+// DefaultMaxAge is the Max-Age, in seconds, of new sessions' cookies
+// (Store.Options.MaxAge), and so their idle timeout: one day.
+const DefaultMaxAge = 24 * 60 * 60
+
+// Defaults of the Config fields of the same names.
 const (
-	DefaultMaxAge             = 24 * 60 * 60 // seconds: the cookie's Max-Age and the idle timeout
-	DefaultIdleTimeout        = 24 * time.Hour
-	DefaultAbsoluteTimeout    = 7 * 24 * time.Hour
-	DefaultMaxSize            = 1 << 20 // bytes of encoded session values
-	DefaultGCInterval         = time.Minute
-	DefaultGCBatchSize        = 500
-	minKeyLength              = 32
-	maxMaxSize                = 15 << 20 // leaves room for the rest of a 16 MiB BSON document
-	minGCInterval             = 100 * time.Millisecond
-	defaultCookieMaxLength    = 4096
-	expiresAtIndexDefaultName = "expiresAt_1"
+	DefaultIdleTimeout     = 24 * time.Hour
+	DefaultAbsoluteTimeout = 7 * 24 * time.Hour
+	DefaultMaxSize         = 1 << 20 // bytes of encoded session values
+	DefaultGCInterval      = time.Minute
+	DefaultGCBatchSize     = 500
+)
+
+const (
+	minKeyLength           = 32       // bytes of a hash key or IDHashKey
+	maxMaxSize             = 15 << 20 // leaves room for the rest of a 16 MiB BSON document
+	minGCInterval          = 100 * time.Millisecond
+	defaultCookieMaxLength = 4096
 )
 
 // Config is the store's configuration. The zero value is valid and gives the

@@ -4,7 +4,8 @@ import "errors"
 
 // Sentinel errors. Every error the store returns wraps one of these (and,
 // where there is one, the underlying driver, codec or securecookie error), so
-// callers can test for them with errors.Is.
+// callers can test for them with errors.Is; the exception is a context's own
+// error, which RunGC and DeleteExpired return as it is.
 var (
 	// ErrInvalidConfig is returned by NewStore for invalid configuration or
 	// keys.

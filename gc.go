@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,8 +13,8 @@ import (
 )
 
 // RunGC deletes expired sessions every interval (and once at the start)
-// until ctx is cancelled or the store is closed. It returns ctx's error, or
-// ErrClosed after Close. A failing sweep is logged and tried again at the
+// until ctx is cancelled or the store is closed. It returns ctx's error
+// (unwrapped), or ErrClosed after Close. A failing sweep is logged and tried again at the
 // next tick. Each sweep is logged with the number of sessions deleted and
 // its duration (at Debug level when it deleted nothing).
 //
@@ -22,6 +23,9 @@ import (
 func (s *Store) RunGC(ctx context.Context, interval time.Duration) error {
 	if interval < minGCInterval {
 		return fmt.Errorf("%w: GC interval %v is shorter than %v", ErrInvalidConfig, interval, minGCInterval)
+	}
+	if s.life.Err() != nil {
+		return ErrClosed
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -53,7 +57,7 @@ func (s *Store) sweep(ctx context.Context) {
 		slog.Duration("duration", time.Since(start)),
 	}
 	switch {
-	case err != nil && ctx.Err() != nil:
+	case err != nil && (ctx.Err() != nil || errors.Is(err, ErrClosed)):
 		return // stopping: not a failure
 	case err != nil:
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: gc sweep failed", append(attrs, slog.String("error", err.Error()))...)
@@ -67,7 +71,8 @@ func (s *Store) sweep(ctx context.Context) {
 // DeleteExpired deletes every session that has expired and returns how many
 // it deleted. It works in batches of Config.GCBatchSize documents (one find
 // and one delete each), checking ctx between batches, so that no single
-// command holds the server for long.
+// command holds the server for long. Errors wrap ErrDatabase, except ctx's
+// own error and ErrClosed.
 func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	if s.life.Err() != nil {
 		return 0, ErrClosed
@@ -89,7 +94,8 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 		}
 		ids := make(bson.A, 0, s.cfg.GCBatchSize)
 		for cur.Next(ctx) {
-			ids = append(ids, cur.Current.Lookup(fieldID))
+			id := cur.Current.Lookup(fieldID) // valid until the next Next: copy it
+			ids = append(ids, bson.RawValue{Type: id.Type, Value: bytes.Clone(id.Value)})
 		}
 		err = errors.Join(cur.Err(), cur.Close(ctx))
 		if err != nil {

@@ -253,3 +253,14 @@ func TestDatabaseErrorsAreWrapped(t *testing.T) {
 		}
 	})
 }
+
+func TestRunGCAfterClose(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	f.store.Close()
+	if err := f.store.RunGC(context.Background(), time.Second); !errors.Is(err, ErrClosed) {
+		t.Fatalf("RunGC after Close = %v, want ErrClosed", err)
+	}
+	if strings.Contains(f.logs.String(), "gc sweep failed") {
+		t.Fatalf("spurious sweep failure logged:\n%s", f.logs)
+	}
+}

@@ -39,7 +39,15 @@ type MiddlewareOptions struct {
 	// MaxTouchInterval (one minute); negative never writes an unchanged
 	// session, so the idle timeout counts from the last change.
 	TouchInterval time.Duration
+
+	// SaveTimeout bounds the middleware's save of a session. The save does
+	// not stop when the client goes away (its change would be lost), only
+	// after this long. Default DefaultSaveTimeout.
+	SaveTimeout time.Duration
 }
+
+// DefaultSaveTimeout is the default MiddlewareOptions.SaveTimeout.
+const DefaultSaveTimeout = 10 * time.Second
 
 type sessionContextKey struct{ name string }
 
@@ -65,6 +73,9 @@ func Session(r *http.Request, name string) *sessions.Session {
 func (s *Store) Middleware(name string, opts MiddlewareOptions) func(http.Handler) http.Handler {
 	if opts.ErrorHandler == nil {
 		opts.ErrorHandler = s.defaultErrorHandler
+	}
+	if opts.SaveTimeout <= 0 {
+		opts.SaveTimeout = DefaultSaveTimeout
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -100,31 +111,47 @@ func (s *Store) defaultErrorHandler(w http.ResponseWriter, r *http.Request, err 
 	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 }
 
-// needsSave reports whether the middleware must write session: it changed,
-// it is to be deleted (or its stale cookie expired), or its last write is
-// older than the touch interval (see MiddlewareOptions.TouchInterval).
-func (s *Store) needsSave(r *http.Request, session *sessions.Session, touch time.Duration) bool {
+// saveReason says why the middleware writes a session.
+type saveReason int
+
+const (
+	noSave     saveReason = iota
+	saveChange            // values or options changed, or the session is deleted
+	saveTouch             // unchanged, but its expiry is due to slide forward
+)
+
+// needsSave says whether the middleware must write session: it changed, it
+// is to be deleted (or its stale cookie expired, unless the response already
+// does), or its last write is older than the touch interval (see
+// MiddlewareOptions.TouchInterval).
+func (s *Store) needsSave(r *http.Request, h http.Header, session *sessions.Session, touch time.Duration) saveReason {
 	st, stored := s.states.get(session)
 	if session.Options != nil && session.Options.MaxAge < 0 {
 		if stored || session.ID != "" {
-			return true
+			return saveChange
 		}
-		_, err := r.Cookie(session.Name()) // an unusable cookie is still worth expiring
-		return err == nil
+		// An unusable cookie is still worth expiring, once.
+		if _, err := r.Cookie(session.Name()); err == nil && !setsCookie(h, session.Name()) {
+			return saveChange
+		}
+		return noSave
 	}
 	if !stored {
-		return len(session.Values) > 0 // a new, empty session is not worth a cookie
+		if len(session.Values) > 0 { // a new, empty session is not worth a cookie
+			return saveChange
+		}
+		return noSave
 	}
-	if session.Options != nil && *session.Options != st.options {
-		return true
+	if (session.Options != nil && *session.Options != st.options) || s.changed(session, st) {
+		return saveChange
 	}
 	if touch == 0 {
 		touch = min(s.idleTimeout(session.Options)/10, MaxTouchInterval)
 	}
 	if touch > 0 && !s.cfg.Now().Before(st.savedAt.Add(touch)) {
-		return true
+		return saveTouch
 	}
-	return s.changed(session, st)
+	return noSave
 }
 
 // changed reports whether session's values differ from what was last read
@@ -166,16 +193,17 @@ func (w *sessionWriter) finish() {
 		w.commit()
 		return
 	}
-	if w.failed || !w.store.needsSave(w.req, w.session, -1) {
+	if w.failed || w.store.needsSave(w.req, w.Header(), w.session, -1) != saveChange {
 		return
 	}
 	log := w.store.cfg.Logger
-	if _, stored := w.store.states.get(w.session); !stored || w.session.Options.MaxAge < 0 {
+	_, stored := w.store.states.get(w.session)
+	if !stored || (w.session.Options != nil && w.session.Options.MaxAge < 0) {
 		log.LogAttrs(w.req.Context(), slog.LevelWarn, "mongostore: session changed after the response started; not saved (save it before writing the response)",
 			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path))
 		return
 	}
-	if err := w.session.Save(w.req, discardHeaders{}); err != nil {
+	if err := w.save(discardHeaders{}); err != nil {
 		log.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: saving session after the response",
 			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path), slog.String("error", err.Error()))
 	}
@@ -193,8 +221,13 @@ func (discardHeaders) WriteHeader(int)             {}
 func (w *sessionWriter) commit() {
 	w.once.Do(func() {
 		w.committed = true
-		if w.store.needsSave(w.req, w.session, w.opts.TouchInterval) {
-			if err := w.session.Save(w.req, w.ResponseWriter); err != nil {
+		reason := w.store.needsSave(w.req, w.Header(), w.session, w.opts.TouchInterval)
+		if reason != noSave {
+			err := w.save(w.ResponseWriter)
+			if err != nil && reason == saveTouch && errors.Is(err, ErrSessionGone) {
+				err = nil // ended elsewhere; this request changed nothing, so let it through
+			}
+			if err != nil {
 				w.failed = true
 				h := w.ResponseWriter.Header()
 				for k := range h {
@@ -212,6 +245,15 @@ func (w *sessionWriter) commit() {
 			preventSharedCaching(w.Header())
 		}
 	})
+}
+
+// save saves the session into rw. It does not use the request's context
+// alone: a client that goes away must not lose the change it asked for. The
+// save gets MiddlewareOptions.SaveTimeout instead.
+func (w *sessionWriter) save(rw http.ResponseWriter) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.req.Context()), w.opts.SaveTimeout)
+	defer cancel()
+	return w.store.Save(w.req.WithContext(ctx), rw, w.session)
 }
 
 // setsCookie reports whether h sets the cookie called name.
@@ -285,8 +327,10 @@ func (w *sessionWriter) Flush() { _ = w.FlushError() }
 
 // Hijack lets a handler take over the connection (WebSockets), for code
 // that asserts http.Hijacker. Changes to the session are still stored when
-// the handler returns, but no cookie can be sent any more.
+// the handler returns, but no cookie can be sent any more: a new session is
+// not stored.
 func (w *sessionWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.once.Do(func() { w.committed = true }) // no response (and no cookie) will be written
 	return http.NewResponseController(w.ResponseWriter).Hijack()
 }
 

@@ -1383,3 +1383,85 @@ func TestMiddlewareHijacker(t *testing.T) {
 		t.Fatalf("body %q, want hi", body)
 	}
 }
+
+// TestMiddlewareEdgeCases covers: an explicit
+// logout Save sends one cookie, a hijacked new session leaves no document, a
+// client that goes away does not lose its change, and a touch of a session
+// ended elsewhere does not replace a read-only response.
+func TestMiddlewareEdgeCases(t *testing.T) {
+	t.Run("explicit logout save sets one cookie", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone})
+		b, _ := saveNew(t, f, map[any]any{"user": "ada"})
+		rec := b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			s.Options.MaxAge = -1
+			if err := s.Save(r, w); err != nil {
+				t.Error(err)
+			}
+		}).ServeHTTP)
+		if n := len(rec.Header().Values("Set-Cookie")); n != 1 {
+			t.Fatalf("%d Set-Cookie headers, want 1: %q", n, rec.Header().Values("Set-Cookie"))
+		}
+		if f.count(t) != 0 {
+			t.Fatal("session not deleted")
+		}
+	})
+	t.Run("hijacked new session leaves no document", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone})
+		srv := mwServer(t, mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			s.Values["ws"] = true
+			conn, buf, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			buf.WriteString("HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+			buf.Flush()
+		}))
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		srv.Close() // waits for the handler
+		if n := f.count(t); n != 0 {
+			t.Fatalf("%d documents for a session whose cookie could never be sent", n)
+		}
+	})
+	t.Run("client gone before the save", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone})
+		b, _ := saveNew(t, f, map[any]any{"cart": 0})
+		r := b.request()
+		ctx, cancel := context.WithCancel(r.Context())
+		rec := httptest.NewRecorder()
+		mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			s.Values["cart"] = 1
+			cancel() // the client hangs up
+		}).ServeHTTP(rec, r.WithContext(ctx))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("status %d, want 200", rec.Code)
+		}
+		if s, err := load(t, f, b); err != nil || s.Values["cart"] != 1 {
+			t.Fatalf("the change was lost: %v, %v", s.Values, err)
+		}
+	})
+	t.Run("touch of a session ended elsewhere", func(t *testing.T) {
+		clock := newFakeClock()
+		f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
+		b, _ := saveNew(t, f, map[any]any{"user": "ada"})
+		h := mwSessionHandler(t, f, MiddlewareOptions{TouchInterval: time.Minute}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			if _, err := f.coll.DeleteMany(r.Context(), bson.D{}); err != nil { // a logout in another tab
+				t.Error(err)
+			}
+			fmt.Fprint(w, "page")
+		})
+		clock.Advance(2 * time.Minute) // the touch is due
+		rec := b.do(h.ServeHTTP)
+		if rec.Code != http.StatusOK || rec.Body.String() != "page" {
+			t.Fatalf("read-only request answered %d %q, want its own 200 page", rec.Code, rec.Body.String())
+		}
+		if f.count(t) != 0 {
+			t.Fatal("the touch resurrected the session")
+		}
+	})
+}

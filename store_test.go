@@ -940,3 +940,72 @@ func TestForeignDataNeverReachesTheCodec(t *testing.T) {
 		t.Fatalf("rotated store: %v, %v", s.Values, err)
 	}
 }
+
+func TestStoreEdgeCases(t *testing.T) {
+	t.Run("AllowIDReuse with an expired document not yet removed", func(t *testing.T) {
+		clock := newFakeClock()
+		f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, AllowIDReuse: true})
+		f.store.MaxAge(60)
+		b, id := saveNew(t, f, map[any]any{"k": "v"})
+		clock.Advance(61 * time.Second) // expired; no TTL monitor or GC has run
+		b.do(func(w http.ResponseWriter, r *http.Request) {
+			s, _ := f.store.Get(r, testSessionName)
+			if !s.IsNew || s.ID != id {
+				t.Fatalf("IsNew=%v, ID reused=%v", s.IsNew, s.ID == id)
+			}
+			s.Values["k"] = "again"
+			if err := s.Save(r, w); err != nil {
+				t.Fatalf("Save: %v", err)
+			}
+			if s.ID != id {
+				t.Fatal("the ID was not reused")
+			}
+		})
+		if s, err := load(t, f, b); err != nil || s.Values["k"] != "again" {
+			t.Fatalf("reloaded: %v, %v", s.Values, err)
+		}
+	})
+	t.Run("changing the ID by hand rotates it", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone})
+		b, oldID := saveNew(t, f, map[any]any{"k": "v"})
+		old := &browser{cookies: map[string]*http.Cookie{testSessionName: b.cookies[testSessionName]}}
+		b.do(func(w http.ResponseWriter, r *http.Request) {
+			s, _ := f.store.Get(r, testSessionName)
+			s.ID = "" // the redistore idiom
+			if err := s.Save(r, w); err != nil || s.ID == oldID || !validSessionID(s.ID) {
+				t.Fatalf("Save: %v (new ID %v)", err, s.ID != oldID)
+			}
+		})
+		if s, _ := load(t, f, old); !s.IsNew {
+			t.Fatal("the old cookie still works")
+		}
+		if s, _ := load(t, f, b); s.IsNew || s.Values["k"] != "v" {
+			t.Fatal("the rotated session lost its values")
+		}
+		if f.count(t) != 1 {
+			t.Fatalf("%d documents, want 1", f.count(t))
+		}
+	})
+	t.Run("dates moved in the database fail the MAC", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone})
+		b, id := saveNew(t, f, map[any]any{"k": "v"})
+		later := time.Now().Add(365 * 24 * time.Hour)
+		if _, err := f.coll.UpdateOne(context.Background(), bson.D{{Key: fieldID, Value: f.store.hasher.docID(id)}},
+			bson.D{{Key: "$set", Value: bson.D{{Key: fieldExpiresAt, Value: bsonDate(later)}}}}); err != nil {
+			t.Fatal(err)
+		}
+		if s, err := load(t, f, b); !errors.Is(err, ErrDecode) || !s.IsNew {
+			t.Fatalf("a session whose expiry was pushed out loaded: %v", err)
+		}
+	})
+	t.Run("securecookie errors are visible to errors.Is", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone})
+		b, _ := saveNew(t, f, map[any]any{"k": "v"})
+		c := b.cookies[testSessionName]
+		c.Value = c.Value[:len(c.Value)-4] + "AAAA"
+		_, err := load(t, f, b)
+		if !errors.Is(err, ErrInvalidCookie) || !errors.Is(err, securecookie.ErrMacInvalid) {
+			t.Fatalf("error %v, want ErrInvalidCookie and securecookie.ErrMacInvalid", err)
+		}
+	})
+}
