@@ -280,6 +280,8 @@ func preventSharedCaching(h http.Header) {
 // handlers stop writing.
 var errResponseDiscarded = errors.New("mongostore: response discarded: the session could not be saved")
 
+// WriteHeader saves the session, if needed, before the status line and
+// headers go out. Informational (1xx) statuses pass straight through.
 func (w *sessionWriter) WriteHeader(code int) {
 	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
 		w.ResponseWriter.WriteHeader(code) // informational: headers are not final yet
@@ -292,6 +294,7 @@ func (w *sessionWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Write saves the session, if needed, before the first byte goes out.
 func (w *sessionWriter) Write(b []byte) (int, error) {
 	w.commit()
 	if w.failed {
