@@ -289,10 +289,7 @@ func (s *Store) decodeStored(docID string, raw []byte) (storedSession, map[any]a
 // example cleared, to rotate it) is saved as RegenerateID would.
 func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
 	ctx := r.Context()
-	if session.Options == nil {
-		session.Options = s.newOptions()
-	}
-	if session.Options.MaxAge < 0 {
+	if s.toDelete(session) {
 		return s.delete(ctx, w, session)
 	}
 	st, stored := s.states.get(session)
@@ -426,6 +423,15 @@ func (s *Store) writeCookie(w http.ResponseWriter, session *sessions.Session, ex
 	return nil
 }
 
+// toDelete gives session the store's options if it has none, and reports
+// whether it is to be deleted (Options.MaxAge < 0).
+func (s *Store) toDelete(session *sessions.Session) bool {
+	if session.Options == nil {
+		session.Options = s.newOptions()
+	}
+	return session.Options.MaxAge < 0
+}
+
 // delete removes the session's document, expires its cookie and forgets
 // its ID.
 func (s *Store) delete(ctx context.Context, w http.ResponseWriter, session *sessions.Session) error {
@@ -461,10 +467,7 @@ func (s *Store) delete(ctx context.Context, w http.ResponseWriter, session *sess
 // attacker may have planted.
 func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
 	ctx := r.Context()
-	if session.Options == nil {
-		session.Options = s.newOptions()
-	}
-	if session.Options.MaxAge < 0 {
+	if s.toDelete(session) {
 		return s.delete(ctx, w, session)
 	}
 	st, stored := s.states.get(session)
