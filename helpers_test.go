@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -101,6 +102,14 @@ func newFixture(t testing.TB, cfg Config, keyPairs ...[]byte) *storeFixture {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	f.store = store
+	if store.gcDone != nil {
+		// Let the GC's first sweep (at start) finish, so that tests counting
+		// commands count only their own.
+		deadline := time.Now().Add(10 * time.Second)
+		for !strings.Contains(f.logs.String(), "mongostore: gc sweep") && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	f.cmds.reset()
 	return f
 }
