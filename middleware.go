@@ -124,10 +124,14 @@ const (
 // is to be deleted (or its stale cookie expired, unless the response already
 // does), or its last write is older than the touch interval (see
 // MiddlewareOptions.TouchInterval).
-func (s *Store) needsSave(r *http.Request, h http.Header, session *sessions.Session, touch time.Duration) saveReason {
-	st, stored := s.states.get(session)
+//
+// stored caches the session's stored values, decoded: needsSave fills it
+// when it is nil, so that a second call for the same stored data need not
+// decode again.
+func (s *Store) needsSave(r *http.Request, h http.Header, session *sessions.Session, touch time.Duration, stored *map[any]any) saveReason {
+	st, isStored := s.states.get(session)
 	if session.Options != nil && session.Options.MaxAge < 0 {
-		if stored || session.ID != "" {
+		if isStored || session.ID != "" {
 			return saveChange
 		}
 		// An unusable cookie is still worth expiring, once.
@@ -136,13 +140,13 @@ func (s *Store) needsSave(r *http.Request, h http.Header, session *sessions.Sess
 		}
 		return noSave
 	}
-	if !stored {
+	if !isStored {
 		if len(session.Values) > 0 { // a new, empty session is not worth a cookie
 			return saveChange
 		}
 		return noSave
 	}
-	if (session.Options != nil && *session.Options != st.options) || s.changed(session, st) {
+	if (session.Options != nil && *session.Options != st.options) || s.changed(session, st, stored) {
 		return saveChange
 	}
 	if touch == 0 {
@@ -155,16 +159,20 @@ func (s *Store) needsSave(r *http.Request, h http.Header, session *sessions.Sess
 }
 
 // changed reports whether session's values differ from what was last read
-// or written. It decodes the stored bytes and compares them with the values
-// (comparing encodings would not do: gob writes maps in random order). A
-// value that merely looks changed (a NaN, an empty slice gob reads as nil)
-// costs one needless write, never a lost change.
-func (s *Store) changed(session *sessions.Session, st sessionState) bool {
-	old, err := s.cfg.Codec.Decode(st.data)
-	if err != nil {
-		return true
+// or written. It compares them with the stored bytes decoded (comparing
+// encodings would not do: gob writes maps in random order), taken from
+// *stored or decoded into it. A value that merely looks changed (a NaN, an
+// empty slice gob reads as nil) costs one needless write, never a lost
+// change.
+func (s *Store) changed(session *sessions.Session, st sessionState, stored *map[any]any) bool {
+	if *stored == nil {
+		old, err := s.cfg.Codec.Decode(st.data)
+		if err != nil {
+			return true
+		}
+		*stored = old
 	}
-	return !reflect.DeepEqual(old, session.Values)
+	return !reflect.DeepEqual(*stored, session.Values)
 }
 
 // sessionWriter saves the session before the first byte of the response
@@ -180,8 +188,9 @@ type sessionWriter struct {
 	baseHeader http.Header
 
 	once      sync.Once
-	committed bool // commit has run: the response may have started
-	failed    bool // the save failed and the error handler answered
+	committed bool        // commit has run: the response may have started
+	failed    bool        // the save failed and the error handler answered
+	stored    map[any]any // the stored values, decoded once for needsSave
 }
 
 // finish runs when the handler returns. If the response started before the
@@ -193,7 +202,7 @@ func (w *sessionWriter) finish() {
 		w.commit()
 		return
 	}
-	if w.failed || w.store.needsSave(w.req, w.Header(), w.session, -1) != saveChange {
+	if w.failed || w.store.needsSave(w.req, w.Header(), w.session, -1, &w.stored) != saveChange {
 		return
 	}
 	log := w.store.cfg.Logger
@@ -221,7 +230,10 @@ func (discardHeaders) WriteHeader(int)             {}
 func (w *sessionWriter) commit() {
 	w.once.Do(func() {
 		w.committed = true
-		reason := w.store.needsSave(w.req, w.Header(), w.session, w.opts.TouchInterval)
+		reason := w.store.needsSave(w.req, w.Header(), w.session, w.opts.TouchInterval, &w.stored)
+		if reason == saveChange {
+			w.stored = nil // what is stored is about to change
+		}
 		if reason != noSave {
 			err := w.save(w.ResponseWriter)
 			if err != nil && reason == saveTouch && errors.Is(err, ErrSessionGone) {
