@@ -286,7 +286,7 @@ func BenchmarkCookieDecode(b *testing.B) {
 		{"encrypted", [][]byte{testHashKey, testBlockKey}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			codecs, err := newCookieCodecs(tc.keys)
+			codecs, _, err := newCookieCodecs(tc.keys)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -27,7 +27,7 @@ import (
 func FuzzDecodeCookie(f *testing.F) {
 	// Two codecs: one signing and encrypting, one only signing.
 	store, storeCmds := mwUnreachableStore(f, Config{Logger: slog.New(slog.DiscardHandler)})
-	if store.codecs, _ = newCookieCodecs([][]byte{testHashKey, testBlockKey, otherHashKey, nil}); len(store.codecs) != 2 {
+	if store.codecs, _, _ = newCookieCodecs([][]byte{testHashKey, testBlockKey, otherHashKey, nil}); len(store.codecs) != 2 {
 		f.Fatal("want two cookie codecs")
 	}
 	encode := func(name string, value []byte, codecs ...securecookie.Codec) string {

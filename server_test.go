@@ -131,10 +131,6 @@ func startEmbeddedServer() (uri string, stop func() error, err error) {
 	return uri, stop, nil
 }
 
-// embeddedServer reports whether the tests run against the embedded
-// FerretDB server, which has no TTL indexes.
-func embeddedServer() bool { return testServerKind == "embedded" }
-
 // commandLog records the commands a client sends, by name.
 type commandLog struct {
 	mu       sync.Mutex

@@ -71,13 +71,9 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 	if err != nil {
 		return nil, err
 	}
-	codecs, err := newCookieCodecs(keyPairs)
+	codecs, hashKeys, err := newCookieCodecs(keyPairs)
 	if err != nil {
 		return nil, err
-	}
-	hashKeys := make([][]byte, 0, len(codecs))
-	for i := 0; i < len(keyPairs); i += 2 {
-		hashKeys = append(hashKeys, keyPairs[i])
 	}
 	s := &Store{
 		Options: defaultOptions(),
@@ -104,16 +100,19 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 	return s, nil
 }
 
-// newCookieCodecs validates the key pairs and builds the cookie codecs.
-func newCookieCodecs(keyPairs [][]byte) ([]securecookie.Codec, error) {
+// newCookieCodecs validates the key pairs and builds the cookie codecs. It
+// also returns the pairs' hash keys, from which the document MAC keys are
+// derived.
+func newCookieCodecs(keyPairs [][]byte) ([]securecookie.Codec, [][]byte, error) {
 	if len(keyPairs) == 0 {
-		return nil, fmt.Errorf("%w: no keys: give at least a hash key", ErrInvalidConfig)
+		return nil, nil, fmt.Errorf("%w: no keys: give at least a hash key", ErrInvalidConfig)
 	}
 	codecs := make([]securecookie.Codec, 0, (len(keyPairs)+1)/2)
+	hashKeys := make([][]byte, 0, cap(codecs))
 	for i := 0; i < len(keyPairs); i += 2 {
 		hashKey := keyPairs[i]
 		if len(hashKey) < minKeyLength {
-			return nil, fmt.Errorf("%w: hash key %d has %d bytes, want at least %d", ErrInvalidConfig, i/2, len(hashKey), minKeyLength)
+			return nil, nil, fmt.Errorf("%w: hash key %d has %d bytes, want at least %d", ErrInvalidConfig, i/2, len(hashKey), minKeyLength)
 		}
 		var blockKey []byte
 		if i+1 < len(keyPairs) && len(keyPairs[i+1]) > 0 {
@@ -121,15 +120,16 @@ func newCookieCodecs(keyPairs [][]byte) ([]securecookie.Codec, error) {
 			switch len(blockKey) {
 			case 16, 24, 32:
 			default:
-				return nil, fmt.Errorf("%w: block key %d has %d bytes, want 16, 24 or 32", ErrInvalidConfig, i/2, len(blockKey))
+				return nil, nil, fmt.Errorf("%w: block key %d has %d bytes, want 16, 24 or 32", ErrInvalidConfig, i/2, len(blockKey))
 			}
 		}
 		c := securecookie.New(hashKey, blockKey)
 		c.SetSerializer(securecookie.NopEncoder{})
 		c.MaxLength(defaultCookieMaxLength)
 		codecs = append(codecs, c)
+		hashKeys = append(hashKeys, hashKey)
 	}
-	return codecs, nil
+	return codecs, hashKeys, nil
 }
 
 // newOptions returns a copy of the store's default options for a session.
