@@ -42,6 +42,16 @@ func expiresAtIndexes(t *testing.T, coll *mongo.Collection) []*expiresAtIndex {
 	return out
 }
 
+// wantOneTTLIndex checks that coll has exactly one index on expiresAt, with
+// expireAfterSeconds 0.
+func wantOneTTLIndex(t *testing.T, coll *mongo.Collection) {
+	t.Helper()
+	idx := expiresAtIndexes(t, coll)
+	if len(idx) != 1 || idx[0].ttl == nil || *idx[0].ttl != 0 {
+		t.Fatalf("indexes on expiresAt = %+v, want one with expireAfterSeconds 0", idx)
+	}
+}
+
 // wantCommand checks that cmds holds exactly one command named name and
 // that it equals want (field order included), ignoring the driver's
 // session and cluster fields ($db, lsid, $clusterTime, ...).
@@ -106,10 +116,7 @@ func TestTTLIndexCreation(t *testing.T) {
 	if err != nil || store.ExpiryMode() != ExpiryTTL {
 		t.Fatalf("NewStore: %v", err)
 	}
-	idx := expiresAtIndexes(t, coll)
-	if len(idx) != 1 || idx[0].ttl == nil || *idx[0].ttl != 0 {
-		t.Fatalf("indexes on expiresAt = %+v, want one with expireAfterSeconds 0", idx)
-	}
+	wantOneTTLIndex(t, coll)
 	// A second store on the same collection finds the index and sends nothing.
 	cmds.reset()
 	if _, err := newExpiryStore(t, coll, ExpiryTTL); err != nil {
@@ -166,10 +173,7 @@ func TestExistingIndexIsBroughtInLineWithCollMod(t *testing.T) {
 			if err != nil || store.ExpiryMode() != ExpiryTTL {
 				t.Fatalf("NewStore: %v", err)
 			}
-			idx := expiresAtIndexes(t, coll)
-			if len(idx) != 1 || idx[0].ttl == nil || *idx[0].ttl != 0 {
-				t.Fatalf("indexes on expiresAt = %+v, want one with expireAfterSeconds 0", idx)
-			}
+			wantOneTTLIndex(t, coll)
 		})
 	}
 }
