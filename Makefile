@@ -5,16 +5,23 @@
 
 GO ?= go
 MODULES := . embeddb example
+# Extra flags for go test, e.g. TESTFLAGS=-v (CI's DocumentDB leg, to see skips).
+TESTFLAGS ?=
 FUZZTIME ?= 10s
 FUZZ_TARGETS := FuzzDecodeCookie FuzzDecodeDocument FuzzGobCodec FuzzJSONCodec
 
-.PHONY: test vet fmt-check fuzz bench run browser
+.PHONY: test test-docdb vet fmt-check fuzz bench run browser
 
 test: browser vet
 	@for m in $(MODULES); do \
 		echo "== go test -race ./... in $$m"; \
-		(cd $$m && $(GO) test -race -count=1 ./...) || exit 1; \
+		(cd $$m && $(GO) test -race -count=1 $(TESTFLAGS) ./...) || exit 1; \
 	done
+
+# The same tests against FerretDB v2 + PostgreSQL/DocumentDB, a server with
+# real TTL indexes, built and started by ../shared/docdb/docdb.sh.
+test-docdb:
+	MONGODB_URI="$$(../shared/docdb/docdb.sh start | tail -n 1)" $(MAKE) test
 
 vet:
 	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done

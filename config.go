@@ -12,25 +12,24 @@ import (
 type ExpiryMode int
 
 const (
-	// ExpiryTTL (the default) makes sure a TTL index {expiresAt: 1} with
+	// ExpiryAuto (the default) uses a TTL index where the server supports it
+	// and the GC goroutine where it does not (FerretDB v1, some hosted
+	// services), and logs which it chose. It works unchanged on MongoDB,
+	// FerretDB v2 and FerretDB v1.
+	ExpiryAuto ExpiryMode = iota
+
+	// ExpiryTTL makes sure a TTL index {expiresAt: 1} with
 	// expireAfterSeconds: 0 exists, so that MongoDB deletes each document at
 	// its own expiresAt (within about a minute: the TTL monitor's period).
-	// NewStore fails with ErrTTLUnsupported if the server refuses TTL indexes.
-	ExpiryTTL ExpiryMode = iota
-
-	// ExpiryAuto uses a TTL index where the server supports it and falls
-	// back to ExpiryGC where it does not (FerretDB v1, some hosted services).
-	ExpiryAuto
+	// NewStore fails with ErrTTLUnsupported if the server refuses TTL
+	// indexes, rather than falling back to the GC goroutine.
+	ExpiryTTL
 
 	// ExpiryGC runs a goroutine that deletes expired sessions every
 	// Config.GCInterval. It makes sure a plain (non-TTL) index on expiresAt
-	// exists so that sweeps do not scan the collection.
+	// exists so that sweeps need not scan the collection on servers that
+	// plan queries.
 	ExpiryGC
-
-	// ExpiryTTLAndGC does both: a TTL index and the GC goroutine, for
-	// deployments that want expired documents gone sooner than the TTL
-	// monitor removes them.
-	ExpiryTTLAndGC
 
 	// ExpiryNone creates no index and starts no goroutine: the application
 	// deletes expired sessions itself, for example with Store.DeleteExpired
@@ -41,14 +40,12 @@ const (
 // String returns the mode's name, for logs.
 func (m ExpiryMode) String() string {
 	switch m {
-	case ExpiryTTL:
-		return "ttl"
 	case ExpiryAuto:
 		return "auto"
+	case ExpiryTTL:
+		return "ttl"
 	case ExpiryGC:
 		return "gc"
-	case ExpiryTTLAndGC:
-		return "ttl+gc"
 	case ExpiryNone:
 		return "none"
 	default:
@@ -80,16 +77,17 @@ const (
 // defaults documented on each field. Cookie attributes are not here: they are
 // in Store.Options, as with sessions.CookieStore.
 type Config struct {
-	// Expiry says how expired documents are removed. Default ExpiryTTL.
+	// Expiry says how expired documents are removed. Default ExpiryAuto.
 	Expiry ExpiryMode
 
 	// GCInterval is the time between two sweeps of the GC goroutine
-	// (ExpiryGC, ExpiryTTLAndGC, and ExpiryAuto on a server without TTL).
+	// (ExpiryGC, and ExpiryAuto on a server without TTL).
 	// Default one minute; at least 100ms.
 	GCInterval time.Duration
 
 	// GCBatchSize bounds how many documents one delete command of a sweep
-	// removes, so that a sweep never holds the server for long. Default 500.
+	// removes (and how many expired IDs one cursor batch brings), so that a
+	// sweep never holds the server for long. Default 500.
 	GCBatchSize int
 
 	// DefaultIdleTimeout is the server-side idle timeout of sessions whose
@@ -117,12 +115,6 @@ type Config struct {
 	// session ID. Changing it invalidates all sessions.
 	IDHashKey []byte
 
-	// AllowIDReuse turns strict mode off. In strict mode (the default), a
-	// session ID from a cookie whose document is missing or expired is never
-	// adopted: the next save gets a freshly generated ID. With AllowIDReuse,
-	// such an ID is reused when the session is saved again.
-	AllowIDReuse bool
-
 	// Logger receives the store's logs (GC sweeps, expiry mode decisions).
 	// Logs never contain session IDs or values. Default slog.Default().
 	Logger *slog.Logger
@@ -136,7 +128,7 @@ type Config struct {
 
 // withDefaults validates c and returns a copy with defaults filled in.
 func (c Config) withDefaults() (Config, error) {
-	if c.Expiry < ExpiryTTL || c.Expiry > ExpiryNone {
+	if c.Expiry < ExpiryAuto || c.Expiry > ExpiryNone {
 		return c, fmt.Errorf("%w: unknown Expiry mode %d", ErrInvalidConfig, int(c.Expiry))
 	}
 	if c.GCInterval == 0 {

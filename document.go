@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // Field names of a session document.
@@ -99,12 +100,23 @@ func newDocument(docID string, data, mac []byte, now, expiresAt time.Time) bson.
 // idFilter matches the document docID.
 func idFilter(docID string) bson.D { return bson.D{{Key: fieldID, Value: docID}} }
 
-// liveFilter matches the document docID if it has not expired at now.
-func liveFilter(docID string, now time.Time) bson.D {
-	return bson.D{
-		{Key: fieldID, Value: docID},
-		{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bsonDate(now)}}},
-	}
+// expiredFilter matches the documents that have expired at now.
+func expiredFilter(now time.Time) bson.D {
+	return bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bsonDate(now)}}}}
+}
+
+// preImage makes findAndModify return the document as it was before the
+// update. It is the whole document: FerretDB v1 refuses a projection there.
+func preImage() *options.FindOneAndUpdateOptionsBuilder {
+	return options.FindOneAndUpdate().SetReturnDocument(options.Before)
+}
+
+// live reports whether a document (or its projection to expiresAt) has not
+// expired at now. A document without a date in expiresAt was not written
+// by the store and counts as expired.
+func live(doc bson.Raw, now time.Time) bool {
+	ms, ok := doc.Lookup(fieldExpiresAt).DateTimeOK()
+	return ok && time.UnixMilli(ms).After(now)
 }
 
 // updateDocument sets new values and a new expiry on an existing session.

@@ -18,15 +18,16 @@ var (
 	// query was made.
 	ErrInvalidCookie = errors.New("mongostore: invalid session cookie")
 
-	// ErrTTLUnsupported is returned by NewStore in ExpiryTTL and
-	// ExpiryTTLAndGC mode when the server refuses TTL indexes (for example
-	// FerretDB v1, which answers NotImplemented). Use ExpiryAuto or ExpiryGC
-	// with such servers.
+	// ErrTTLUnsupported is returned by NewStore in ExpiryTTL mode when the
+	// server refuses TTL indexes (for example FerretDB v1, which answers
+	// NotImplemented). ExpiryAuto, the default, falls back to the GC
+	// goroutine on such servers instead.
 	ErrTTLUnsupported = errors.New("mongostore: server does not support TTL indexes")
 
 	// ErrIndexConflict is returned by NewStore when an existing index on
-	// expiresAt has TTL options that differ from the ones the store needs and
-	// collMod could not change them.
+	// expiresAt that the store did not create has TTL options that differ
+	// from the ones the store needs, and collMod could not change them. The
+	// error names the index and the command that drops it.
 	ErrIndexConflict = errors.New("mongostore: conflicting index on expiresAt")
 
 	// ErrTooLarge is returned by Save when the encoded session values exceed

@@ -66,7 +66,7 @@ func Example() {
 	}
 	coll := client.Database("myapp").Collection("sessions")
 	hashKey := []byte("32+ random bytes, from a secret!") // the same on every instance
-	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{Expiry: mongostore.ExpiryAuto}, hashKey)
+	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{}, hashKey)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func Example() {
 // handler if the handler changed it.
 func ExampleStore_Middleware() {
 	ctx := context.Background()
-	store, _, done := exampleStore(ctx, "middleware_sessions", mongostore.Config{Expiry: mongostore.ExpiryAuto})
+	store, _, done := exampleStore(ctx, "middleware_sessions", mongostore.Config{})
 	defer done()
 
 	mux := http.NewServeMux()
@@ -131,7 +131,7 @@ func ExampleStore_Middleware() {
 // (session fixation) is worth nothing afterwards.
 func ExampleStore_RegenerateID() {
 	ctx := context.Background()
-	store, coll, done := exampleStore(ctx, "login_sessions", mongostore.Config{Expiry: mongostore.ExpiryAuto})
+	store, coll, done := exampleStore(ctx, "login_sessions", mongostore.Config{})
 	defer done()
 
 	var before string

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -14,6 +15,7 @@ import (
 // Server error codes the expiry set-up recognises.
 const (
 	codeNamespaceNotFound    = 26
+	codeIndexNotFound        = 27
 	codeCommandNotFound      = 59
 	codeCommandNotSupported  = 115
 	codeNotImplemented       = 238
@@ -21,11 +23,18 @@ const (
 	expiresAtIndexKeyPattern = 1
 )
 
+// expiresAtIndexName is the name of the index the store creates on
+// expiresAt: the server's default name for {expiresAt: 1}.
+const expiresAtIndexName = "expiresAt_1"
+
 // expiresAtIndex describes an existing single-field index on expiresAt.
 type expiresAtIndex struct {
 	name string
 	// ttl is the index's expireAfterSeconds, or nil for a plain index.
 	ttl *int64
+	// plain is true for an index exactly as the store creates it in GC
+	// mode: named expiresAt_1, ascending, with no option at all.
+	plain bool
 }
 
 // setupExpiry prepares the collection for the configured expiry mode and
@@ -36,8 +45,8 @@ func (s *Store) setupExpiry(ctx context.Context) (ExpiryMode, error) {
 		return ExpiryNone, nil
 	case ExpiryGC:
 		return ExpiryGC, s.ensurePlainIndex(ctx)
-	case ExpiryTTL, ExpiryTTLAndGC:
-		return s.cfg.Expiry, s.ensureTTLIndex(ctx)
+	case ExpiryTTL:
+		return ExpiryTTL, s.explainTTLRefusal(s.ensureTTLIndex(ctx))
 	default: // ExpiryAuto
 		err := s.ensureTTLIndex(ctx)
 		if errors.Is(err, ErrTTLUnsupported) {
@@ -45,8 +54,22 @@ func (s *Store) setupExpiry(ctx context.Context) (ExpiryMode, error) {
 				slog.String("collection", s.coll.Name()), slog.Duration("interval", s.cfg.GCInterval))
 			return ExpiryGC, s.ensurePlainIndex(ctx)
 		}
+		if err == nil {
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: expired sessions are deleted by the server's TTL index",
+				slog.String("collection", s.coll.Name()), slog.String("index", expiresAtIndexName))
+		}
 		return ExpiryTTL, err
 	}
+}
+
+// explainTTLRefusal adds to an ErrTTLUnsupported error, in ExpiryTTL mode,
+// what the application can do about it. Other errors pass unchanged.
+func (s *Store) explainTTLRefusal(err error) error {
+	if !errors.Is(err, ErrTTLUnsupported) {
+		return err
+	}
+	return fmt.Errorf("%w; Config.Expiry is ExpiryTTL, which insists on a TTL index: "+
+		"leave Expiry unset (ExpiryAuto) to fall back to the GC goroutine on such servers, or set ExpiryGC", err)
 }
 
 // ensureTTLIndex makes sure a TTL index {expiresAt: 1} with
@@ -58,18 +81,7 @@ func (s *Store) ensureTTLIndex(ctx context.Context) error {
 		return err
 	}
 	if idx == nil {
-		_, err := s.coll.Indexes().CreateOne(ctx, mongo.IndexModel{
-			Keys:    bson.D{{Key: fieldExpiresAt, Value: expiresAtIndexKeyPattern}},
-			Options: options.Index().SetExpireAfterSeconds(ttlExpireAfterSeconds),
-		})
-		switch {
-		case err == nil:
-			return nil
-		case unsupported(err):
-			return fmt.Errorf("%w: createIndexes with expireAfterSeconds: %w", ErrTTLUnsupported, err)
-		default:
-			return fmt.Errorf("%w: create TTL index: %w", ErrDatabase, err)
-		}
+		return s.createTTLIndex(ctx)
 	}
 	if idx.ttl != nil && *idx.ttl == ttlExpireAfterSeconds {
 		return nil
@@ -82,12 +94,35 @@ func (s *Store) ensureTTLIndex(ctx context.Context) error {
 			{Key: "expireAfterSeconds", Value: int64(ttlExpireAfterSeconds)},
 		}},
 	}).Err()
+	if err != nil && idx.plain && !unsupported(err) {
+		// MongoDB before 5.1, and DocumentDB, cannot turn a plain index into a
+		// TTL index. This one is the store's own, from an earlier start in GC
+		// mode: replace it.
+		return s.replacePlainIndex(ctx, idx, err)
+	}
 	if err != nil {
 		return s.collModError(idx, err)
 	}
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: changed index to expire each session at its expiresAt",
 		slog.String("collection", s.coll.Name()), slog.String("index", idx.name))
 	return nil
+}
+
+// createTTLIndex creates the TTL index {expiresAt: 1} with
+// expireAfterSeconds 0.
+func (s *Store) createTTLIndex(ctx context.Context) error {
+	_, err := s.coll.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys:    bson.D{{Key: fieldExpiresAt, Value: expiresAtIndexKeyPattern}},
+		Options: options.Index().SetExpireAfterSeconds(ttlExpireAfterSeconds),
+	})
+	switch {
+	case err == nil:
+		return nil
+	case unsupported(err):
+		return fmt.Errorf("%w: createIndexes with expireAfterSeconds: %w", ErrTTLUnsupported, err)
+	default:
+		return fmt.Errorf("%w: create TTL index: %w", ErrDatabase, err)
+	}
 }
 
 // collModError explains why collMod could not make idx a TTL index with
@@ -100,9 +135,27 @@ func (s *Store) collModError(idx *expiresAtIndex, err error) error {
 	if idx.ttl != nil {
 		was = fmt.Sprintf("expireAfterSeconds %d", *idx.ttl)
 	}
-	return fmt.Errorf("%w: index %q has %s and collMod could not set expireAfterSeconds 0 (%w); "+
-		"drop it with db.getCollection(%q).dropIndex(%q) and start the app again to let the store create its TTL index",
-		ErrIndexConflict, idx.name, was, err, s.coll.Name(), idx.name)
+	return fmt.Errorf("%w: index %q on %s has %s and collMod could not set expireAfterSeconds 0 (%w); "+
+		"it is not the store's own, so it was left alone: drop it with db.getCollection(%q).dropIndex(%q) "+
+		"(or make it a TTL index with expireAfterSeconds 0) and start the app again to let the store create its TTL index",
+		ErrIndexConflict, idx.name, fieldExpiresAt, was, err, s.coll.Name(), idx.name)
+}
+
+// replacePlainIndex drops the store's own plain index on expiresAt, which
+// collMod failed (with collModErr) to turn into a TTL index, and creates
+// the TTL index in its place. Several instances starting at once may race
+// here: an index already dropped, or already created, is fine.
+func (s *Store) replacePlainIndex(ctx context.Context, idx *expiresAtIndex, collModErr error) error {
+	err := s.coll.Indexes().DropOne(ctx, idx.name)
+	if err != nil && !hasCode(err, codeIndexNotFound) {
+		return fmt.Errorf("%w; dropping it to create the TTL index failed too: %w", s.collModError(idx, collModErr), err)
+	}
+	if err := s.createTTLIndex(ctx); err != nil {
+		return err
+	}
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: replaced the plain index on expiresAt (from GC mode) with a TTL index",
+		slog.String("collection", s.coll.Name()), slog.String("index", idx.name))
+	return nil
 }
 
 // ensurePlainIndex makes sure some index on expiresAt exists, so that GC
@@ -166,6 +219,8 @@ func parseExpiresAtIndex(spec bson.Raw) (*expiresAtIndex, bool) {
 		return nil, false
 	}
 	idx := &expiresAtIndex{name: name}
+	idx.plain = name == expiresAtIndexName && onlyFields(spec, "v", "key", "name", "ns") &&
+		isOne(elems[0].Value())
 	if v, err := spec.LookupErr("expireAfterSeconds"); err == nil {
 		if n, ok := v.AsInt64OK(); ok {
 			idx.ttl = &n
@@ -175,6 +230,34 @@ func parseExpiresAtIndex(spec bson.Raw) (*expiresAtIndex, bool) {
 		}
 	}
 	return idx, true
+}
+
+// onlyFields reports whether doc has no fields but the allowed ones.
+func onlyFields(doc bson.Raw, allowed ...string) bool {
+	elems, err := doc.Elements()
+	if err != nil {
+		return false
+	}
+	for _, e := range elems {
+		if !slices.Contains(allowed, e.Key()) {
+			return false
+		}
+	}
+	return true
+}
+
+// isOne reports whether an index key direction is ascending (1, as any
+// numeric type).
+func isOne(v bson.RawValue) bool {
+	switch v.Type {
+	case bson.TypeInt32:
+		return v.Int32() == 1
+	case bson.TypeInt64:
+		return v.Int64() == 1
+	case bson.TypeDouble:
+		return v.Double() == 1
+	}
+	return false
 }
 
 // unsupported reports whether err says the server does not implement what

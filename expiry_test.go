@@ -3,6 +3,8 @@ package mongostore
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -127,46 +129,58 @@ func TestTTLIndexCreation(t *testing.T) {
 	}
 }
 
-func TestExistingIndexIsBroughtInLineWithCollMod(t *testing.T) {
+// indexCommands returns the names of the index commands in cmds, in order.
+func indexCommands(cmds *commandLog) []string {
+	cmds.mu.Lock()
+	defer cmds.mu.Unlock()
+	var out []string
+	for _, c := range cmds.commands {
+		elems, err := c.Elements()
+		if err != nil || len(elems) == 0 {
+			continue
+		}
+		switch name := elems[0].Key(); name {
+		case "createIndexes", "collMod", "dropIndexes":
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func TestExistingIndexIsBroughtInLine(t *testing.T) {
 	ttl := serverSupportsTTL(t)
-	for _, tt := range []struct {
-		name     string
-		existing *int32 // expireAfterSeconds of the existing index; nil: plain index
-	}{
-		{"plain index", nil},
-		{"TTL index of one hour", ptr(int32(3600))},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			if tt.existing != nil && !ttl {
-				t.Skipf("the %s server cannot hold a TTL index to start from; covered against MongoDB (MONGODB_URI)", testServerKind)
-			}
+	collMod := bson.D{{Key: "collMod", Value: ""}, {Key: "index", Value: bson.D{
+		{Key: "name", Value: "expiresAt_1"},
+		{Key: "expireAfterSeconds", Value: int64(0)},
+	}}}
+	for _, mode := range []ExpiryMode{ExpiryAuto, ExpiryTTL} {
+		// The store's own plain index, left by an earlier start in GC mode.
+		// collMod turns it into a TTL index where the server can (MongoDB
+		// 5.1+); elsewhere (DocumentDB, MongoDB before 5.1: code 72) the
+		// store drops it and creates the TTL index.
+		t.Run("plain index from GC mode/"+mode.String(), func(t *testing.T) {
 			cmds := &commandLog{}
 			coll := testCollection(t, testClient(t, cmds))
-			opts := options.Index()
-			if tt.existing != nil {
-				opts.SetExpireAfterSeconds(*tt.existing)
-			}
-			if _, err := coll.Indexes().CreateOne(context.Background(), mongo.IndexModel{
-				Keys: bson.D{{Key: "expiresAt", Value: 1}}, Options: opts,
-			}); err != nil {
+			if _, err := newExpiryStore(t, coll, ExpiryGC); err != nil {
 				t.Fatal(err)
 			}
 			cmds.reset()
-			store, err := newExpiryStore(t, coll, ExpiryTTL)
-			wantCommand(t, cmds, "collMod", bson.D{
-				{Key: "collMod", Value: coll.Name()},
-				{Key: "index", Value: bson.D{
-					{Key: "name", Value: "expiresAt_1"},
-					{Key: "expireAfterSeconds", Value: int64(0)},
-				}},
-			})
-			if n := len(cmds.named("createIndexes")) + len(cmds.named("dropIndexes")); n != 0 {
-				t.Fatalf("%d createIndexes/dropIndexes commands, want none: the index is changed in place", n)
-			}
+			store, err := newExpiryStore(t, coll, mode)
+			collMod[0].Value = coll.Name()
+			wantCommand(t, cmds, "collMod", collMod)
 			if !ttl {
-				t.Logf("server without collMod (%s): checking the refusal", testServerKind)
-				if !errors.Is(err, ErrTTLUnsupported) {
-					t.Fatalf("NewStore error = %v, want ErrTTLUnsupported", err)
+				t.Logf("server without TTL indexes (%s): checking the fallback", testServerKind)
+				if mode == ExpiryTTL {
+					if !errors.Is(err, ErrTTLUnsupported) {
+						t.Fatalf("NewStore error = %v, want ErrTTLUnsupported", err)
+					}
+					return
+				}
+				if err != nil || store.ExpiryMode() != ExpiryGC {
+					t.Fatalf("NewStore = %v, %v; want the GC fallback", store.ExpiryMode(), err)
+				}
+				if idx := expiresAtIndexes(t, coll); len(idx) != 1 || idx[0].ttl != nil {
+					t.Fatalf("indexes on expiresAt = %+v, want the plain one kept", idx)
 				}
 				return
 			}
@@ -174,7 +188,128 @@ func TestExistingIndexIsBroughtInLineWithCollMod(t *testing.T) {
 				t.Fatalf("NewStore: %v", err)
 			}
 			wantOneTTLIndex(t, coll)
+			got := strings.Join(indexCommands(cmds), ",")
+			if got != "collMod" && got != "collMod,dropIndexes,createIndexes" {
+				t.Fatalf("index commands %s, want collMod alone or collMod,dropIndexes,createIndexes", got)
+			}
+			t.Logf("index commands: %s", got)
 		})
+	}
+	t.Run("foreign plain index", func(t *testing.T) {
+		cmds := &commandLog{}
+		coll := testCollection(t, testClient(t, cmds))
+		if _, err := coll.Indexes().CreateOne(context.Background(), mongo.IndexModel{
+			Keys: bson.D{{Key: "expiresAt", Value: 1}}, Options: options.Index().SetName("by_expiry"),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		cmds.reset()
+		store, err := newExpiryStore(t, coll, ExpiryTTL)
+		if n := len(cmds.named("dropIndexes")) + len(cmds.named("createIndexes")); n != 0 {
+			t.Fatalf("%d dropIndexes/createIndexes commands: an index the store did not create must be left alone", n)
+		}
+		switch {
+		case !ttl:
+			if !errors.Is(err, ErrTTLUnsupported) {
+				t.Fatalf("NewStore error = %v, want ErrTTLUnsupported", err)
+			}
+		case err == nil: // collMod converted it in place (MongoDB 5.1+)
+			if store.ExpiryMode() != ExpiryTTL {
+				t.Fatalf("mode %v", store.ExpiryMode())
+			}
+			wantOneTTLIndex(t, coll)
+		default:
+			if !errors.Is(err, ErrIndexConflict) {
+				t.Fatalf("NewStore error = %v, want ErrIndexConflict", err)
+			}
+			for _, want := range []string{`"by_expiry"`, fmt.Sprintf(`db.getCollection(%q).dropIndex("by_expiry")`, coll.Name())} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q does not name %s", err, want)
+				}
+			}
+			if idx := expiresAtIndexes(t, coll); len(idx) != 1 || idx[0].name != "by_expiry" || idx[0].ttl != nil {
+				t.Fatalf("indexes on expiresAt = %+v, want by_expiry untouched", idx)
+			}
+		}
+	})
+	t.Run("TTL index of one hour", func(t *testing.T) {
+		if !ttl {
+			t.Skipf("the %s server cannot hold a TTL index to start from; the DocumentDB leg of CI runs this", testServerKind)
+		}
+		cmds := &commandLog{}
+		coll := testCollection(t, testClient(t, cmds))
+		if _, err := coll.Indexes().CreateOne(context.Background(), mongo.IndexModel{
+			Keys: bson.D{{Key: "expiresAt", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(3600),
+		}); err != nil {
+			t.Fatal(err)
+		}
+		cmds.reset()
+		store, err := newExpiryStore(t, coll, ExpiryTTL)
+		collMod[0].Value = coll.Name()
+		wantCommand(t, cmds, "collMod", collMod)
+		if got := strings.Join(indexCommands(cmds), ","); got != "collMod" {
+			t.Fatalf("index commands %s, want collMod alone: the index is changed in place", got)
+		}
+		if err != nil || store.ExpiryMode() != ExpiryTTL {
+			t.Fatalf("NewStore: %v", err)
+		}
+		wantOneTTLIndex(t, coll)
+	})
+}
+
+// TestZeroConfigStartsEverywhere checks that Config{} works on every server:
+// the TTL index where the server has TTL, the GC goroutine where it has not,
+// and one log line saying which.
+func TestZeroConfigStartsEverywhere(t *testing.T) {
+	ttl := serverSupportsTTL(t)
+	coll := testCollection(t, testClient(t, nil))
+	logs := &syncBuffer{}
+	slogger := testLogger(logs)
+	store, err := NewStore(context.Background(), coll, Config{Logger: slogger}, testHashKey)
+	if err != nil {
+		t.Fatalf("NewStore(Config{}) on the %s server: %v", testServerKind, err)
+	}
+	defer store.Close()
+	want, line := ExpiryTTL, "deleted by the server's TTL index"
+	if !ttl {
+		want, line = ExpiryGC, "deleted by the GC goroutine"
+	}
+	if store.ExpiryMode() != want || (store.gcDone != nil) != !ttl {
+		t.Fatalf("ExpiryMode() = %v (GC running %v), want %v", store.ExpiryMode(), store.gcDone != nil, want)
+	}
+	if n := strings.Count(logs.String(), line); n != 1 {
+		t.Fatalf("%d log lines saying %q, want 1:\n%s", n, line, logs)
+	}
+	b := newBrowser()
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := store.Get(r, testSessionName)
+		s.Values["k"] = "v"
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		if s, err := store.Get(r, testSessionName); err != nil || s.Values["k"] != "v" {
+			t.Fatalf("reload: %v, %v", s.Values, err)
+		}
+	})
+}
+
+func TestExplicitTTLErrorSaysWhatToDo(t *testing.T) {
+	if serverSupportsTTL(t) {
+		// The refusal itself is checked by TestTTLIndexCreation on servers
+		// without TTL; here check the message with the server's own error.
+		t.Logf("the %s server has TTL: checking the message on a simulated refusal", testServerKind)
+	}
+	store := &Store{cfg: Config{Expiry: ExpiryTTL}}
+	err := store.explainTTLRefusal(fmt.Errorf("%w: createIndexes: %w", ErrTTLUnsupported, mongo.CommandError{Code: 238, Name: "NotImplemented"}))
+	if !errors.Is(err, ErrTTLUnsupported) {
+		t.Fatalf("error %v, want ErrTTLUnsupported", err)
+	}
+	for _, want := range []string{"ExpiryAuto", "ExpiryGC", "NotImplemented"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not mention %s", err, want)
+		}
 	}
 }
 
@@ -190,8 +325,8 @@ func TestExpiryModeSetup(t *testing.T) {
 		wantGC    bool
 	}{
 		{ExpiryAuto, ExpiryTTL, true, true, false},
+		{ExpiryTTL, ExpiryTTL, true, true, false},
 		{ExpiryGC, ExpiryGC, true, false, true},
-		{ExpiryTTLAndGC, ExpiryTTLAndGC, true, true, true},
 		{ExpiryNone, ExpiryNone, false, false, false},
 	} {
 		t.Run(tt.mode.String(), func(t *testing.T) {
@@ -202,7 +337,7 @@ func TestExpiryModeSetup(t *testing.T) {
 				switch tt.mode {
 				case ExpiryAuto:
 					tt.wantMode, tt.wantTTL, tt.wantGC = ExpiryGC, false, true
-				case ExpiryTTLAndGC:
+				case ExpiryTTL:
 					if !errors.Is(err, ErrTTLUnsupported) {
 						t.Fatalf("NewStore error = %v, want ErrTTLUnsupported", err)
 					}

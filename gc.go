@@ -9,8 +9,14 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
+
+// GCComment is the comment attached to the commands of a GC sweep (see
+// DeleteExpired), so that they can be told apart in the server's logs,
+// profiler and currentOp.
+const GCComment = "mongostore gc sweep"
 
 // RunGC deletes expired sessions every interval (and once at the start)
 // until ctx is cancelled or the store is closed. It returns ctx's error
@@ -68,53 +74,63 @@ func (s *Store) sweep(ctx context.Context) {
 	}
 }
 
-// DeleteExpired deletes every session that has expired and returns how many
-// it deleted. It works in batches of Config.GCBatchSize documents (one find
-// and one delete each), checking ctx between batches, so that no single
-// command holds the server for long. Errors wrap ErrDatabase, except ctx's
-// own error and ErrClosed.
+// DeleteExpired deletes every session that had expired when it was called
+// and returns how many it deleted. It reads the expired documents' IDs
+// through one cursor, Config.GCBatchSize at a time, and deletes each batch
+// with one delete command whose statements each name a single _id, the
+// shape every server answers from its _id index (FerretDB v1 would scan the
+// collection once per statement for any other). It checks ctx between
+// batches, so that no single command holds the server for long. Errors wrap
+// ErrDatabase, except ctx's own error and ErrClosed.
+//
+// Deleting by _id alone is safe because an expired session never becomes
+// live again: loads ignore it and saves refuse it (see Store.Save).
 func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	if s.life.Err() != nil {
 		return 0, ErrClosed
 	}
-	now := bsonDate(s.cfg.Now())
-	expired := bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: now}}}}
-	findOpts := options.Find().
+	batch := int32(s.cfg.GCBatchSize)
+	cur, err := s.coll.Find(ctx, expiredFilter(s.cfg.Now()), options.Find().
 		SetProjection(bson.D{{Key: fieldID, Value: 1}}).
-		SetLimit(int64(s.cfg.GCBatchSize))
+		SetBatchSize(batch).
+		SetComment(GCComment))
+	if err != nil {
+		return 0, fmt.Errorf("%w: find expired sessions: %w", ErrDatabase, err)
+	}
+	defer cur.Close(context.WithoutCancel(ctx))
 
 	var total int64
-	for {
-		if err := ctx.Err(); err != nil {
-			return total, err
+	deletes := make([]mongo.WriteModel, 0, batch)
+	flush := func() error {
+		if len(deletes) == 0 {
+			return nil
 		}
-		cur, err := s.coll.Find(ctx, expired, findOpts)
+		res, err := s.coll.BulkWrite(ctx, deletes, options.BulkWrite().SetOrdered(false).SetComment(GCComment))
+		if res != nil {
+			total += res.DeletedCount
+		}
+		deletes = deletes[:0]
 		if err != nil {
-			return total, fmt.Errorf("%w: find expired sessions: %w", ErrDatabase, err)
+			return fmt.Errorf("%w: delete expired sessions: %w", ErrDatabase, err)
 		}
-		ids := make(bson.A, 0, s.cfg.GCBatchSize)
-		for cur.Next(ctx) {
-			id := cur.Current.Lookup(fieldID) // valid until the next Next: copy it
-			ids = append(ids, bson.RawValue{Type: id.Type, Value: bytes.Clone(id.Value)})
-		}
-		err = errors.Join(cur.Err(), cur.Close(ctx))
-		if err != nil {
-			return total, fmt.Errorf("%w: find expired sessions: %w", ErrDatabase, err)
-		}
-		if len(ids) == 0 {
-			return total, nil
-		}
-		// Filter on expiresAt again: a session saved since the find is live.
-		res, err := s.coll.DeleteMany(ctx, bson.D{
-			{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}},
-			expired[0],
-		})
-		if err != nil {
-			return total, fmt.Errorf("%w: delete expired sessions: %w", ErrDatabase, err)
-		}
-		total += res.DeletedCount
-		if len(ids) < s.cfg.GCBatchSize {
-			return total, nil
+		return ctx.Err()
+	}
+	for cur.Next(ctx) {
+		id := cur.Current.Lookup(fieldID) // valid until the next Next: copy it
+		deletes = append(deletes, mongo.NewDeleteOneModel().SetFilter(bson.D{
+			{Key: fieldID, Value: bson.RawValue{Type: id.Type, Value: bytes.Clone(id.Value)}},
+		}))
+		if len(deletes) == cap(deletes) {
+			if err := flush(); err != nil {
+				return total, err
+			}
 		}
 	}
+	if err := cur.Err(); err != nil {
+		if ctx.Err() != nil {
+			return total, ctx.Err()
+		}
+		return total, fmt.Errorf("%w: find expired sessions: %w", ErrDatabase, err)
+	}
+	return total, flush()
 }

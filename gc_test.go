@@ -57,6 +57,27 @@ func TestDeleteExpiredDeletesOnlyExpiredInBatches(t *testing.T) {
 	if deletes := len(f.cmds.named("delete")); deletes != 4 {
 		t.Fatalf("%d delete commands for 10 sessions in batches of 3, want 4", deletes)
 	}
+	// One cursor for the whole sweep (FerretDB v1 scans the collection for
+	// each find), statements by _id alone, every command marked.
+	if finds := len(f.cmds.named("find")); finds != 1 {
+		t.Fatalf("%d find commands, want 1 cursor for the sweep", finds)
+	}
+	for name, fs := range commandFilters(t, f.cmds) {
+		if name == "delete" {
+			for _, filter := range fs {
+				if !isIDOnly(filter) {
+					t.Fatalf("delete statement %s: want exactly {_id: ...}", filter)
+				}
+			}
+		}
+	}
+	for _, name := range []string{"find", "delete"} {
+		for _, c := range f.cmds.named(name) {
+			if got, _ := c.Lookup("comment").StringValueOK(); got != GCComment {
+				t.Fatalf("%s command comment %q, want %q", name, got, GCComment)
+			}
+		}
+	}
 	left := liveIDs(t, f)
 	for _, id := range expired {
 		if left[f.store.hasher.docID(id)] {

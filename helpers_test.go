@@ -77,19 +77,15 @@ type storeFixture struct {
 	logs  *syncBuffer
 }
 
-// newFixture creates a store on a fresh collection. A zero cfg.Expiry
-// (ExpiryTTL) is replaced by ExpiryAuto so that the same test runs on servers
-// with and without TTL indexes; the tests of the TTL set-up itself call
-// NewStore directly. Without keys, testHashKey is used. The store is closed
-// when the test ends.
+// newFixture creates a store on a fresh collection. The zero cfg.Expiry
+// (ExpiryAuto) lets the same test run on servers with and without TTL
+// indexes; the tests of the TTL set-up itself call NewStore directly.
+// Without keys, testHashKey is used. The store is closed when the test ends.
 func newFixture(t testing.TB, cfg Config, keyPairs ...[]byte) *storeFixture {
 	t.Helper()
 	f := &storeFixture{cmds: &commandLog{}, logs: &syncBuffer{}}
 	client := testClient(t, f.cmds)
 	f.coll = testCollection(t, client)
-	if cfg.Expiry == ExpiryTTL {
-		cfg.Expiry = ExpiryAuto
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = testLogger(f.logs)
 	}

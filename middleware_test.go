@@ -214,13 +214,13 @@ func TestMiddlewareCommands(t *testing.T) {
 		{name: "existing same value assigned", existing: true, handle: func(s *sessions.Session) { s.Values["user"] = "alice" }, check: wantExisting,
 			wantCmds: []string{"find"}, wantDocs: 1},
 		{name: "existing value changed", existing: true, handle: func(s *sessions.Session) { s.Values["user"] = "carol" }, check: wantExisting,
-			wantCmds: []string{"find", "update"}, wantCookie: true, wantDocs: 1},
+			wantCmds: []string{"find", "findAndModify"}, wantCookie: true, wantDocs: 1},
 		{name: "existing value added", existing: true, handle: func(s *sessions.Session) { s.Values["theme"] = "dark" }, check: wantExisting,
-			wantCmds: []string{"find", "update"}, wantCookie: true, wantDocs: 1},
+			wantCmds: []string{"find", "findAndModify"}, wantCookie: true, wantDocs: 1},
 		{name: "existing value removed", existing: true, handle: func(s *sessions.Session) { delete(s.Values, "user") }, check: wantExisting,
-			wantCmds: []string{"find", "update"}, wantCookie: true, wantDocs: 1},
+			wantCmds: []string{"find", "findAndModify"}, wantCookie: true, wantDocs: 1},
 		{name: "existing options changed", existing: true, handle: func(s *sessions.Session) { s.Options.MaxAge = 3600 }, check: wantExisting,
-			wantCmds: []string{"find", "update"}, wantCookie: true, wantDocs: 1},
+			wantCmds: []string{"find", "findAndModify"}, wantCookie: true, wantDocs: 1},
 		{name: "existing logout", existing: true, handle: func(s *sessions.Session) { s.Options.MaxAge = -1 }, check: wantExisting,
 			wantCmds: []string{"find", "delete"}, wantExpire: true, wantDocs: 0},
 	}
@@ -988,7 +988,7 @@ func TestMiddlewareTouchInterval(t *testing.T) {
 				}
 				// ...but changes are still written.
 				change = "bob"
-				request([]string{"find", "update"}, true)
+				request([]string{"find", "findAndModify"}, true)
 				doc, _ = mwBrowserDocument(t, f, b)
 				if got, want := mwDate(t, doc, fieldExpiresAt), clock.Now().Add(DefaultIdleTimeout); !got.Equal(want) {
 					t.Errorf("expiresAt %v after a change, want %v", got, want)
@@ -997,7 +997,7 @@ func TestMiddlewareTouchInterval(t *testing.T) {
 			}
 
 			clock.Advance(tc.touch - tc.quiet)
-			request([]string{"find", "update"}, true)
+			request([]string{"find", "findAndModify"}, true)
 			doc, _ = mwBrowserDocument(t, f, b)
 			if got, want := mwDate(t, doc, fieldExpiresAt), expires0.Add(tc.touch); !got.Equal(want) {
 				t.Errorf("expiresAt after touch %v, want %v", got, want)
@@ -1105,7 +1105,7 @@ func TestMiddlewareSessionAccessor(t *testing.T) {
 	if rec.Body.String() != "a=2 b=11" {
 		t.Errorf("second request body %q, want a=2 b=11", rec.Body)
 	}
-	if got, want := mwCommandNames(f.cmds), []string{"find", "find", "update", "update"}; !slices.Equal(got, want) {
+	if got, want := mwCommandNames(f.cmds), []string{"find", "find", "findAndModify", "findAndModify"}; !slices.Equal(got, want) {
 		t.Errorf("commands %q, want %q", got, want)
 	}
 	if n := f.count(t); n != 2 {
@@ -1286,10 +1286,10 @@ func TestMiddlewareCacheHeadersExplicitSave(t *testing.T) {
 		}, []string{"insert"}},
 		{"existing session, sessions.Save", true, func(f *storeFixture, w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
 			return sessions.Save(r, w)
-		}, []string{"find", "update"}},
+		}, []string{"find", "findAndModify"}},
 		{"existing session, RegenerateID", true, func(f *storeFixture, w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
 			return f.store.RegenerateID(r, w, s)
-		}, []string{"find", "delete", "insert"}},
+		}, []string{"find", "findAndModify", "insert"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -59,10 +59,11 @@ var _ sessions.Store = (*Store)(nil)
 // written with the first pair and read with any.
 //
 // ctx bounds the set-up commands (the expiry index). According to
-// cfg.Expiry, NewStore makes sure the TTL index exists and may start the GC
-// goroutine, which runs until Close. Invalid configuration or keys give an
-// error wrapping ErrInvalidConfig; a server that refuses TTL indexes gives
-// ErrTTLUnsupported in ExpiryTTL and ExpiryTTLAndGC modes.
+// cfg.Expiry, NewStore makes sure the TTL index exists or starts the GC
+// goroutine, which runs until Close; the zero Config picks whichever the
+// server supports. Invalid configuration or keys give an error wrapping
+// ErrInvalidConfig; a server that refuses TTL indexes gives
+// ErrTTLUnsupported in ExpiryTTL mode.
 func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs ...[]byte) (*Store, error) {
 	if coll == nil {
 		return nil, fmt.Errorf("%w: nil collection", ErrInvalidConfig)
@@ -90,7 +91,7 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 		return nil, err
 	}
 	s.life, s.closeLife = context.WithCancel(context.WithoutCancel(ctx))
-	if s.expiry == ExpiryGC || s.expiry == ExpiryTTLAndGC {
+	if s.expiry == ExpiryGC {
 		s.gcDone = make(chan struct{})
 		go func() {
 			defer close(s.gcDone)
@@ -227,15 +228,18 @@ func unwrapMulti(err error) error {
 	return err
 }
 
-// load reads the live document of session ID id into session. A missing or
-// expired document leaves session new (and, with AllowIDReuse, gives it id).
+// load reads the document of session ID id into session. A missing or
+// expired document leaves session new: its ID is never adopted (strict
+// mode), so the next save gets a fresh one.
+//
+// The query is exactly {_id: docID}, the one shape every server answers
+// from its _id index (FerretDB v1 scans the collection for any other); the
+// expiry is checked here, so an expired document the TTL monitor or the GC
+// has not removed yet is never served.
 func (s *Store) load(ctx context.Context, session *sessions.Session, id string) error {
 	docID := s.hasher.docID(id)
-	raw, err := s.coll.FindOne(ctx, liveFilter(docID, s.cfg.Now())).Raw()
+	raw, err := s.coll.FindOne(ctx, idFilter(docID)).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
-		if s.cfg.AllowIDReuse {
-			session.ID = id
-		}
 		return nil
 	}
 	if err != nil {
@@ -244,6 +248,9 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, id string) 
 	doc, values, err := s.decodeStored(docID, raw)
 	if err != nil {
 		return err
+	}
+	if !doc.expiresAt.After(s.cfg.Now()) {
+		return nil // expired: as good as gone
 	}
 	session.ID = id
 	session.Values = values
@@ -281,9 +288,9 @@ func (s *Store) decodeStored(docID string, raw []byte) (storedSession, map[any]a
 //
 // A session with Options.MaxAge < 0 is deleted and its cookie expired. A
 // session loaded from the database is updated only if its document still
-// exists and has not expired (one update command, no upsert); otherwise Save
-// returns ErrSessionGone and writes nothing. Any other session is inserted
-// under a freshly generated ID. Values that cannot be encoded give ErrEncode,
+// exists and has not expired (one findAndModify by _id, no upsert);
+// otherwise Save returns ErrSessionGone and the session stays ended. Any
+// other session is inserted under a freshly generated ID. Values that cannot be encoded give ErrEncode,
 // values larger than Config.MaxSize give ErrTooLarge; nothing is written
 // then either. A loaded session whose ID the application changed (for
 // example cleared, to rotate it) is saved as RegenerateID would.
@@ -307,21 +314,14 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 			return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
 		}
 		mac := s.sealer.seal(st.docID, st.createdAt, expiresAt, data)
-		res, err := s.coll.UpdateOne(ctx, liveFilter(st.docID, now), updateDocument(data, mac, now, expiresAt))
-		if err != nil {
-			return fmt.Errorf("%w: save session: %w", ErrDatabase, err)
-		}
-		if res.MatchedCount == 0 {
-			return ErrSessionGone
+		if err := s.update(ctx, st.docID, updateDocument(data, mac, now, expiresAt), now); err != nil {
+			return err
 		}
 		st.savedAt, st.expiresAt, st.data, st.options = now, expiresAt, data, *session.Options
 		s.states.set(session, st)
 		return s.writeCookie(w, session, expiresAt, now)
 	}
 
-	if s.cfg.AllowIDReuse && validSessionID(session.ID) {
-		return s.insertReusingID(ctx, w, session, data, now)
-	}
 	expiresAt, err := s.insert(ctx, session, newSessionID(), data, now)
 	if err != nil {
 		return err
@@ -329,26 +329,29 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 	return s.writeCookie(w, session, expiresAt, now)
 }
 
-// insertReusingID inserts a new session under the ID its cookie carried
-// (AllowIDReuse). The ID's old document may still be in the collection,
-// expired but not yet removed: it is replaced. If a live document holds the
-// ID (a concurrent request recreated it), the session gets a fresh ID.
-func (s *Store) insertReusingID(ctx context.Context, w http.ResponseWriter, session *sessions.Session, data []byte, now time.Time) error {
-	expired := bson.D{
-		{Key: fieldID, Value: s.hasher.docID(session.ID)},
-		{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bsonDate(now)}}},
-	}
-	if _, err := s.coll.DeleteOne(ctx, expired); err != nil {
-		return fmt.Errorf("%w: delete expired session: %w", ErrDatabase, err)
-	}
-	expiresAt, err := s.insert(ctx, session, session.ID, data, now)
-	if mongo.IsDuplicateKeyError(err) {
-		expiresAt, err = s.insert(ctx, session, newSessionID(), data, now)
+// update applies change to the document docID if it exists and has not
+// expired at now, in one findAndModify by _id (the shape every server
+// answers from its _id index). It never inserts: a deleted session stays
+// deleted. The command returns the document's expiry as it was before the
+// change; if that shows the document had already expired, the change
+// reached an ended session, which is then deleted, as the TTL monitor or
+// the GC would have, and ErrSessionGone is returned. An expired session is
+// thus never extended or revived.
+func (s *Store) update(ctx context.Context, docID string, change bson.D, now time.Time) error {
+	before, err := s.coll.FindOneAndUpdate(ctx, idFilter(docID), change, preImage()).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return ErrSessionGone
 	}
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: save session: %w", ErrDatabase, err)
 	}
-	return s.writeCookie(w, session, expiresAt, now)
+	if live(before, now) {
+		return nil
+	}
+	if _, err := s.coll.DeleteOne(ctx, idFilter(docID)); err != nil {
+		return fmt.Errorf("%w: %w; delete it: %w", ErrDatabase, ErrSessionGone, err)
+	}
+	return ErrSessionGone
 }
 
 // insert stores session as a new document under session ID id, created at
@@ -481,13 +484,13 @@ func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *se
 		return err
 	}
 	now := s.cfg.Now()
-	res, err := s.coll.DeleteOne(ctx, liveFilter(st.docID, now))
+	before, err := s.coll.FindOneAndDelete(ctx, idFilter(st.docID)).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) || (err == nil && !live(before, now)) {
+		return ErrSessionGone // deleted or expired meanwhile: never revived
+	}
 	if err != nil {
 		s.detach(session)
 		return fmt.Errorf("%w: delete old session: %w", ErrDatabase, err)
-	}
-	if res.DeletedCount == 0 {
-		return ErrSessionGone
 	}
 	s.detach(session)
 	expiresAt, err := s.insert(ctx, session, newSessionID(), data, now)

@@ -774,22 +774,32 @@ func TestNoResurrection(t *testing.T) {
 	})
 }
 
-func TestMissingDocumentGetsFreshID(t *testing.T) {
-	for _, reuse := range []bool{false, true} {
-		t.Run(fmt.Sprintf("AllowIDReuse=%v", reuse), func(t *testing.T) {
-			f := newFixture(t, Config{AllowIDReuse: reuse})
-			b, id := saveNew(t, f, map[any]any{"k": "v"})
+func TestMissingOrExpiredDocumentGetsFreshID(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		end  func(t *testing.T, f *storeFixture, clock *fakeClock)
+	}{
+		{"deleted", func(t *testing.T, f *storeFixture, _ *fakeClock) {
 			if _, err := f.coll.DeleteMany(context.Background(), bson.D{}); err != nil {
 				t.Fatal(err)
 			}
+		}},
+		// No TTL monitor or GC has removed the document yet.
+		{"expired, still in the collection", func(_ *testing.T, _ *storeFixture, clock *fakeClock) {
+			clock.Advance(61 * time.Second)
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newFakeClock()
+			f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
+			f.store.MaxAge(60)
+			b, id := saveNew(t, f, map[any]any{"k": "v"})
+			tt.end(t, f, clock)
 			var newID string
 			b.do(func(w http.ResponseWriter, r *http.Request) {
 				s, err := f.store.Get(r, testSessionName)
-				if err != nil || !s.IsNew || len(s.Values) != 0 {
-					t.Fatalf("IsNew=%v values=%v err=%v", s.IsNew, s.Values, err)
-				}
-				if adopted := s.ID == id; adopted != reuse {
-					t.Fatalf("ID adopted = %v, want %v", adopted, reuse)
+				if err != nil || !s.IsNew || len(s.Values) != 0 || s.ID != "" {
+					t.Fatalf("IsNew=%v values=%v ID adopted=%v err=%v", s.IsNew, s.Values, s.ID == id, err)
 				}
 				s.Values["k"] = "again"
 				if err := s.Save(r, w); err != nil {
@@ -797,8 +807,8 @@ func TestMissingDocumentGetsFreshID(t *testing.T) {
 				}
 				newID = s.ID
 			})
-			if (newID == id) != reuse {
-				t.Fatalf("saved under the old ID = %v, want %v", newID == id, reuse)
+			if newID == id || !validSessionID(newID) {
+				t.Fatal("saved under the old ID")
 			}
 			if s, err := load(t, f, b); err != nil || s.Values["k"] != "again" {
 				t.Fatalf("re-saved session not loaded: %v %v", s.Values, err)
@@ -942,29 +952,6 @@ func TestForeignDataNeverReachesTheCodec(t *testing.T) {
 }
 
 func TestStoreEdgeCases(t *testing.T) {
-	t.Run("AllowIDReuse with an expired document not yet removed", func(t *testing.T) {
-		clock := newFakeClock()
-		f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, AllowIDReuse: true})
-		f.store.MaxAge(60)
-		b, id := saveNew(t, f, map[any]any{"k": "v"})
-		clock.Advance(61 * time.Second) // expired; no TTL monitor or GC has run
-		b.do(func(w http.ResponseWriter, r *http.Request) {
-			s, _ := f.store.Get(r, testSessionName)
-			if !s.IsNew || s.ID != id {
-				t.Fatalf("IsNew=%v, ID reused=%v", s.IsNew, s.ID == id)
-			}
-			s.Values["k"] = "again"
-			if err := s.Save(r, w); err != nil {
-				t.Fatalf("Save: %v", err)
-			}
-			if s.ID != id {
-				t.Fatal("the ID was not reused")
-			}
-		})
-		if s, err := load(t, f, b); err != nil || s.Values["k"] != "again" {
-			t.Fatalf("reloaded: %v, %v", s.Values, err)
-		}
-	})
 	t.Run("changing the ID by hand rotates it", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone})
 		b, oldID := saveNew(t, f, map[any]any{"k": "v"})
@@ -1008,4 +995,105 @@ func TestStoreEdgeCases(t *testing.T) {
 			t.Fatalf("error %v, want ErrInvalidCookie and securecookie.ErrMacInvalid", err)
 		}
 	})
+}
+
+// commandFilters returns the filters of the recorded commands that read or
+// write documents, by command name.
+func commandFilters(t *testing.T, cmds *commandLog) map[string][]bson.Raw {
+	t.Helper()
+	cmds.mu.Lock()
+	defer cmds.mu.Unlock()
+	out := make(map[string][]bson.Raw)
+	for _, c := range cmds.commands {
+		elems, err := c.Elements()
+		if err != nil || len(elems) == 0 {
+			t.Fatal(err)
+		}
+		name := elems[0].Key()
+		switch name {
+		case "find", "findAndModify":
+			key := "filter"
+			if name == "findAndModify" {
+				key = "query"
+			}
+			out[name] = append(out[name], c.Lookup(key).Document())
+		case "update", "delete":
+			key := map[string]string{"update": "updates", "delete": "deletes"}[name]
+			stmts, _ := c.Lookup(key).Array().Values()
+			for _, st := range stmts {
+				out[name] = append(out[name], st.Document().Lookup("q").Document())
+			}
+		}
+	}
+	return out
+}
+
+// isIDOnly reports whether filter is exactly {_id: <string>}, the one shape
+// every server answers from its _id index (FerretDB v1 scans the collection
+// for any other).
+func isIDOnly(filter bson.Raw) bool {
+	elems, err := filter.Elements()
+	if err != nil || len(elems) != 1 || elems[0].Key() != fieldID {
+		return false
+	}
+	_, ok := elems[0].Value().StringValueOK()
+	return ok
+}
+
+func TestRequestsQueryByIDOnly(t *testing.T) {
+	clock := newFakeClock()
+	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
+	f.store.MaxAge(60)
+	b, _ := saveNew(t, f, map[any]any{"k": "v"})
+	f.cmds.reset()
+	// load + save, load + regenerate, load + delete, and a save that finds
+	// its session expired meanwhile.
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		s.Values["k"] = "w"
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		if err := f.store.RegenerateID(r, w, s); err != nil {
+			t.Fatal(err)
+		}
+	})
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		clock.Advance(61 * time.Second)
+		s.Values["k"] = "late"
+		if err := s.Save(r, w); !errors.Is(err, ErrSessionGone) {
+			t.Fatalf("Save of an expired session = %v, want ErrSessionGone", err)
+		}
+	})
+	b2, _ := saveNew(t, f, map[any]any{"k": "v"})
+	b2.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		s.Options.MaxAge = -1
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	filters := commandFilters(t, f.cmds)
+	for _, name := range []string{"find", "findAndModify", "delete"} {
+		if len(filters[name]) == 0 {
+			t.Errorf("no %s command recorded", name)
+		}
+	}
+	for name, fs := range filters {
+		for _, filter := range fs {
+			if !isIDOnly(filter) {
+				t.Errorf("%s with filter %s: want exactly {_id: ...}", name, filter)
+			}
+		}
+	}
+	if len(filters["update"]) != 0 {
+		t.Errorf("%d update commands, want none (saves are findAndModify)", len(filters["update"]))
+	}
+	if f.count(t) != 0 {
+		t.Fatalf("%d documents left, want 0 (the expired one is deleted by the refused save)", f.count(t))
+	}
 }

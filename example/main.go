@@ -233,7 +233,6 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 
 	coll := client.Database(cfg.DBName).Collection(collectionName)
 	store, err := mongostore.NewStore(startCtx, coll, mongostore.Config{
-		Expiry:          mongostore.ExpiryAuto,
 		AbsoluteTimeout: max(mongostore.DefaultAbsoluteTimeout, cfg.MaxAge),
 		Logger:          logger,
 	}, cfg.SessionKey)
