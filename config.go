@@ -64,6 +64,7 @@ const (
 	DefaultMaxSize         = 1 << 20 // bytes of encoded session values
 	DefaultGCInterval      = time.Minute
 	DefaultGCBatchSize     = 500
+	DefaultTimeout         = 5 * time.Second
 )
 
 const (
@@ -98,9 +99,23 @@ type Config struct {
 
 	// AbsoluteTimeout is the longest a session may live from its creation,
 	// whatever its activity: a save never moves expiresAt past
-	// creation + AbsoluteTimeout. Default 7 days; a negative value disables
-	// the absolute timeout.
+	// creation + AbsoluteTimeout. Set, it applies to every session, even one
+	// whose MaxAge is longer. Unset (zero), a session lives at most
+	// DefaultAbsoluteTimeout (7 days) or its own idle timeout (MaxAge),
+	// whichever is longer, so a lifetime the application sets explicitly
+	// (a 30-day "remember me") is honoured in full. Negative disables the
+	// absolute timeout.
 	AbsoluteTimeout time.Duration
+
+	// Timeout bounds each operation the store performs on the database: a
+	// load, a save, a delete, the index set-up in NewStore, each batch of a
+	// GC sweep. Past it the operation fails with an error wrapping
+	// ErrDatabase (and context.DeadlineExceeded), instead of waiting out the
+	// driver's 30-second server selection when the database is down. Saves
+	// do not stop when the request's context is cancelled (a client that
+	// hangs up keeps the change it asked for), only after Timeout. Default
+	// DefaultTimeout (5 seconds).
+	Timeout time.Duration
 
 	// MaxSize is the largest encoded size, in bytes, of a session's values.
 	// Save refuses larger sessions with ErrTooLarge. Default 1 MiB; at most
@@ -149,11 +164,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DefaultIdleTimeout < time.Second {
 		return c, fmt.Errorf("%w: DefaultIdleTimeout %v is shorter than a second", ErrInvalidConfig, c.DefaultIdleTimeout)
 	}
-	if c.AbsoluteTimeout == 0 {
-		c.AbsoluteTimeout = DefaultAbsoluteTimeout
-	}
 	if c.AbsoluteTimeout > 0 && c.AbsoluteTimeout < time.Second {
 		return c, fmt.Errorf("%w: AbsoluteTimeout %v is shorter than a second", ErrInvalidConfig, c.AbsoluteTimeout)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.Timeout < 0 {
+		return c, fmt.Errorf("%w: Timeout %v is negative", ErrInvalidConfig, c.Timeout)
 	}
 	if c.MaxSize == 0 {
 		c.MaxSize = DefaultMaxSize

@@ -90,14 +90,20 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 		return 0, ErrClosed
 	}
 	batch := int32(s.cfg.GCBatchSize)
-	cur, err := s.coll.Find(ctx, expiredFilter(s.cfg.Now()), options.Find().
+	findCtx, cancel := s.opContext(ctx, false)
+	cur, err := s.coll.Find(findCtx, expiredFilter(s.cfg.Now()), options.Find().
 		SetProjection(bson.D{{Key: fieldID, Value: 1}}).
 		SetBatchSize(batch).
 		SetComment(GCComment))
+	cancel()
 	if err != nil {
 		return 0, fmt.Errorf("%w: find expired sessions: %w", ErrDatabase, err)
 	}
-	defer cur.Close(context.WithoutCancel(ctx))
+	defer func() {
+		closeCtx, cancel := s.opContext(ctx, true)
+		defer cancel()
+		_ = cur.Close(closeCtx)
+	}()
 
 	var total int64
 	deletes := make([]mongo.WriteModel, 0, batch)
@@ -105,7 +111,9 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 		if len(deletes) == 0 {
 			return nil
 		}
-		res, err := s.coll.BulkWrite(ctx, deletes, options.BulkWrite().SetOrdered(false).SetComment(GCComment))
+		opCtx, cancel := s.opContext(ctx, false)
+		defer cancel()
+		res, err := s.coll.BulkWrite(opCtx, deletes, options.BulkWrite().SetOrdered(false).SetComment(GCComment))
 		if res != nil {
 			total += res.DeletedCount
 		}
@@ -115,7 +123,13 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 		}
 		return ctx.Err()
 	}
-	for cur.Next(ctx) {
+	// next bounds each cursor batch (a getMore) by Config.Timeout.
+	next := func() bool {
+		opCtx, cancel := s.opContext(ctx, false)
+		defer cancel()
+		return cur.Next(opCtx)
+	}
+	for next() {
 		id := cur.Current.Lookup(fieldID) // valid until the next Next: copy it
 		deletes = append(deletes, mongo.NewDeleteOneModel().SetFilter(bson.D{
 			{Key: fieldID, Value: bson.RawValue{Type: id.Type, Value: bytes.Clone(id.Value)}},

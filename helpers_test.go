@@ -3,6 +3,10 @@ package mongostore
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -158,4 +162,17 @@ func (b *browser) do(fn func(w http.ResponseWriter, r *http.Request)) *httptest.
 	fn(rec, b.request())
 	b.absorb(rec.Header())
 	return rec
+}
+
+// agedCookie returns a cookie value for session ID id, signed with hashKey
+// (no block key) as securecookie signs it, but stamped age ago: what a
+// browser sends back after staying away that long.
+func agedCookie(name, id string, hashKey []byte, age time.Duration) string {
+	enc := base64.URLEncoding
+	stamp := time.Now().Add(-age).Unix()
+	b := fmt.Sprintf("%s|%d|%s|", name, stamp, enc.EncodeToString([]byte(id)))
+	m := hmac.New(sha256.New, hashKey)
+	m.Write([]byte(b[:len(b)-1]))
+	signed := append([]byte(b), m.Sum(nil)...)[len(name)+1:]
+	return enc.EncodeToString(signed)
 }

@@ -39,15 +39,7 @@ type MiddlewareOptions struct {
 	// MaxTouchInterval (one minute); negative never writes an unchanged
 	// session, so the idle timeout counts from the last change.
 	TouchInterval time.Duration
-
-	// SaveTimeout bounds the middleware's save of a session. The save does
-	// not stop when the client goes away (its change would be lost), only
-	// after this long. Default DefaultSaveTimeout.
-	SaveTimeout time.Duration
 }
-
-// DefaultSaveTimeout is the default MiddlewareOptions.SaveTimeout.
-const DefaultSaveTimeout = 10 * time.Second
 
 type sessionContextKey struct{ name string }
 
@@ -74,9 +66,6 @@ func (s *Store) Middleware(name string, opts MiddlewareOptions) func(http.Handle
 	if opts.ErrorHandler == nil {
 		opts.ErrorHandler = s.defaultErrorHandler
 	}
-	if opts.SaveTimeout <= 0 {
-		opts.SaveTimeout = DefaultSaveTimeout
-	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Add("Vary", "Cookie")
@@ -93,8 +82,10 @@ func (s *Store) Middleware(name string, opts MiddlewareOptions) func(http.Handle
 			r = r.WithContext(context.WithValue(r.Context(), sessionContextKey{name}, session))
 			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, opts: &opts,
 				baseHeader: w.Header().Clone()}
+			s.pending.set(session, sw)
 			next.ServeHTTP(sw, r)
 			sw.finish()
+			s.pending.forget(session)
 		})
 	}
 }
@@ -218,6 +209,15 @@ func (w *sessionWriter) finish() {
 	}
 }
 
+// willSave reports whether the session is still to be written when the
+// response starts (and not deleted), for Store.Times.
+func (w *sessionWriter) willSave() bool {
+	if w.committed || (w.session.Options != nil && w.session.Options.MaxAge < 0) {
+		return false
+	}
+	return w.store.needsSave(w.req, w.Header(), w.session, w.opts.TouchInterval, &w.stored) != noSave
+}
+
 // discardHeaders is a ResponseWriter for saves after the response has gone.
 type discardHeaders struct{}
 
@@ -259,13 +259,10 @@ func (w *sessionWriter) commit() {
 	})
 }
 
-// save saves the session into rw. It does not use the request's context
-// alone: a client that goes away must not lose the change it asked for. The
-// save gets MiddlewareOptions.SaveTimeout instead.
+// save saves the session into rw. Store.Save outlives a client that goes
+// away, bounded by Config.Timeout.
 func (w *sessionWriter) save(rw http.ResponseWriter) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(w.req.Context()), w.opts.SaveTimeout)
-	defer cancel()
-	return w.store.Save(w.req.WithContext(ctx), rw, w.session)
+	return w.store.Save(w.req, rw, w.session)
 }
 
 // setsCookie reports whether h sets the cookie called name.

@@ -1465,3 +1465,86 @@ func TestMiddlewareEdgeCases(t *testing.T) {
 		}
 	})
 }
+
+// TestMiddlewareTossedCookie checks cookie tossing: a garbage cookie of the
+// same name sent before the real one (a sibling subdomain can set one) must
+// not hide the real session, so a logout really ends it.
+func TestMiddlewareTossedCookie(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNew(t, f, map[any]any{"user": "alice"})
+	valid := b.cookies[testSessionName].Value
+	garbage := mwCookieFor(t, f.store)
+	garbage = garbage[:len(garbage)-4] + "AAAA" // fails its MAC
+	request := func(logout bool) (*sessions.Session, *httptest.ResponseRecorder) {
+		var seen *sessions.Session
+		h := mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			seen = s
+			if logout {
+				s.Options.MaxAge = -1
+			}
+			w.WriteHeader(http.StatusSeeOther)
+		})
+		r := httptest.NewRequest(http.MethodPost, "/logout", nil)
+		r.Header.Set("Cookie", testSessionName+"="+garbage+"; "+testSessionName+"="+valid)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return seen, rec
+	}
+	if s, _ := request(false); s.IsNew || s.Values["user"] != "alice" {
+		t.Fatalf("with a tossed cookie first: IsNew=%v values=%v; want the real session", s.IsNew, s.Values)
+	}
+	if _, rec := request(true); rec.Code != http.StatusSeeOther {
+		t.Fatalf("logout answered %d", rec.Code)
+	}
+	if n := f.count(t); n != 0 {
+		t.Fatalf("%d documents after the logout, want 0: the real session survived", n)
+	}
+}
+
+// TestMiddlewareTimesInHandler checks that Store.Times (and ExpiresAt)
+// inside a handler report what the middleware is about to save, not the
+// state before the request.
+func TestMiddlewareTimesInHandler(t *testing.T) {
+	clock := newFakeClock()
+	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
+	f.store.MaxAge(3600)
+	var got SessionTimes
+	var ok bool
+	change := true
+	h := mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		if change {
+			s.Values["n"] = clock.Now().UnixNano()
+		}
+		got, ok = f.store.Times(s)
+		if exp, eok := f.store.ExpiresAt(s); exp != got.ExpiresAt || eok != ok {
+			t.Errorf("ExpiresAt %v %v, Times %v %v", exp, eok, got.ExpiresAt, ok)
+		}
+	}).ServeHTTP
+	b := newBrowser()
+	created := clock.Now()
+	b.do(h) // a new session that the middleware will insert
+	if !ok || !got.ExpiresAt.Equal(created.Add(time.Hour)) || !got.CreatedAt.Equal(created) {
+		t.Fatalf("new session: Times %+v %v, want expiry %v", got, ok, created.Add(time.Hour))
+	}
+	clock.Advance(10 * time.Minute)
+	b.do(h) // changed: will be saved now
+	if !got.ExpiresAt.Equal(clock.Now().Add(time.Hour)) || !got.CreatedAt.Equal(created) || !got.AbsoluteExpiresAt.Equal(created.Add(DefaultAbsoluteTimeout)) {
+		t.Fatalf("changed session: Times %+v, want expiry %v", got, clock.Now().Add(time.Hour))
+	}
+	saved := got.ExpiresAt
+	change = false
+	clock.Advance(time.Second)
+	b.do(h) // read-only, within the touch interval: nothing is written
+	if !got.ExpiresAt.Equal(saved) {
+		t.Fatalf("read-only session: ExpiresAt %v, want the stored %v", got.ExpiresAt, saved)
+	}
+	if doc, _ := mwBrowserDocument(t, f, b); !mwDate(t, doc, fieldExpiresAt).Equal(saved) {
+		t.Fatalf("document expiresAt %v, want %v", mwDate(t, doc, fieldExpiresAt), saved)
+	}
+	// A new session the handler leaves empty is not stored.
+	change = false
+	newBrowser().do(h)
+	if ok {
+		t.Fatal("Times reports a new, empty session as stored")
+	}
+}

@@ -29,27 +29,29 @@ type sessionState struct {
 	options sessions.Options
 }
 
-// stateTable maps sessions to their state without keeping the sessions
-// alive: entries go away when the garbage collector reclaims the session.
-type stateTable struct {
+// sessionTable maps sessions to values without keeping the sessions alive:
+// entries go away when the garbage collector reclaims the session. The store
+// keeps each session's sessionState in one, and the middleware its pending
+// writer in another.
+type sessionTable[V any] struct {
 	mu sync.Mutex
-	m  map[weak.Pointer[sessions.Session]]sessionState
+	m  map[weak.Pointer[sessions.Session]]V
 }
 
-func newStateTable() *stateTable {
-	return &stateTable{m: make(map[weak.Pointer[sessions.Session]]sessionState)}
+func newSessionTable[V any]() *sessionTable[V] {
+	return &sessionTable[V]{m: make(map[weak.Pointer[sessions.Session]]V)}
 }
 
-// get returns the state of s, if any.
-func (t *stateTable) get(s *sessions.Session) (sessionState, bool) {
+// get returns the value of s, if any.
+func (t *sessionTable[V]) get(s *sessions.Session) (V, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st, ok := t.m[weak.Make(s)]
 	return st, ok
 }
 
-// set records the state of s.
-func (t *stateTable) set(s *sessions.Session, st sessionState) {
+// set records the value of s.
+func (t *sessionTable[V]) set(s *sessions.Session, st V) {
 	wp := weak.Make(s)
 	t.mu.Lock()
 	_, existed := t.m[wp]
@@ -60,23 +62,23 @@ func (t *stateTable) set(s *sessions.Session, st sessionState) {
 	}
 }
 
-// forget removes the state of s. The cleanup registered by set still runs
+// forget removes the value of s. The cleanup registered by set still runs
 // later and finds nothing to do, unless s was set again meanwhile; then the
 // entry lives until s is collected, which is what we want.
-func (t *stateTable) forget(s *sessions.Session) {
+func (t *sessionTable[V]) forget(s *sessions.Session) {
 	t.mu.Lock()
 	delete(t.m, weak.Make(s))
 	t.mu.Unlock()
 }
 
-func (t *stateTable) drop(wp weak.Pointer[sessions.Session]) {
+func (t *sessionTable[V]) drop(wp weak.Pointer[sessions.Session]) {
 	t.mu.Lock()
 	delete(t.m, wp)
 	t.mu.Unlock()
 }
 
-// len returns the number of tracked sessions (for tests).
-func (t *stateTable) len() int {
+// len returns the number of sessions with a value (for tests).
+func (t *sessionTable[V]) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return len(t.m)

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,7 +40,10 @@ type Store struct {
 	cfg    Config
 	hasher idHasher
 	sealer dataSealer
-	states *stateTable
+	states *sessionTable[sessionState]
+	// pending holds the middleware's writer of each session it manages,
+	// until the request ends, so that Times can tell what it will save.
+	pending *sessionTable[*sessionWriter]
 	expiry ExpiryMode // the mode in effect (ExpiryAuto resolved)
 
 	life      context.Context // cancelled by Close
@@ -83,11 +87,12 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 		cfg:     cfg,
 		hasher:  idHasher{key: cfg.IDHashKey},
 		sealer:  newDataSealer(hashKeys),
-		states:  newStateTable(),
+		states:  newSessionTable[sessionState](),
+		pending: newSessionTable[*sessionWriter](),
 	}
-	s.MaxAge(DefaultMaxAge)
-
-	if s.expiry, err = s.setupExpiry(ctx); err != nil {
+	setupCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	if s.expiry, err = s.setupExpiry(setupCtx); err != nil {
 		return nil, err
 	}
 	s.life, s.closeLife = context.WithCancel(context.WithoutCancel(ctx))
@@ -127,6 +132,10 @@ func newCookieCodecs(keyPairs [][]byte) ([]securecookie.Codec, [][]byte, error) 
 		c := securecookie.New(hashKey, blockKey)
 		c.SetSerializer(securecookie.NopEncoder{})
 		c.MaxLength(defaultCookieMaxLength)
+		// No check of the cookie's signed timestamp: the document's expiresAt
+		// decides when a session ends, and a per-session MaxAge may be longer
+		// than any store-wide bound (gorilla's stores cut such sessions short).
+		c.MaxAge(0)
 		codecs = append(codecs, c)
 		hashKeys = append(hashKeys, hashKey)
 	}
@@ -157,20 +166,18 @@ func defaultOptions() *sessions.Options {
 func (s *Store) ExpiryMode() ExpiryMode { return s.expiry }
 
 // MaxAge sets the maximum age, in seconds, of new sessions' cookies
-// (Options.MaxAge) and of the cookie codecs' signed timestamps, as
-// sessions.CookieStore.MaxAge does. It also sets the idle timeout of those
-// sessions. Zero means a cookie that lasts until the browser closes, with
-// Config.DefaultIdleTimeout on the server. Call it before serving requests.
+// (Options.MaxAge), as sessions.CookieStore.MaxAge does; setting
+// store.Options.MaxAge, or a session's own Options.MaxAge, is the same. It
+// is also the sessions' idle timeout on the server. Zero means a cookie that
+// lasts until the browser closes, with Config.DefaultIdleTimeout on the
+// server. Unlike gorilla's stores, the cookie's signed timestamp is not
+// checked against it: the document's expiresAt alone decides when a session
+// ends, so a longer per-session MaxAge is never cut short.
 func (s *Store) MaxAge(age int) {
 	if s.Options == nil {
 		s.Options = defaultOptions()
 	}
 	s.Options.MaxAge = age
-	for _, c := range s.codecs {
-		if sc, ok := c.(*securecookie.SecureCookie); ok {
-			sc.MaxAge(age)
-		}
-	}
 }
 
 // Get returns the session called name for the request, loading it at most
@@ -184,25 +191,42 @@ func (s *Store) Get(r *http.Request, name string) (*sessions.Session, error) {
 // the request carries a valid cookie for a live document, otherwise a new
 // session (IsNew true). It never returns a nil session.
 //
-// An unusable cookie (tampered, foreign key, expired timestamp, malformed)
+// When the request carries several cookies called name (a sibling domain
+// may have tossed one in), the first that verifies is used. An unusable
+// cookie (tampered, foreign key, malformed), with no usable one beside it,
 // gives a new session and an error wrapping ErrInvalidCookie and the
 // securecookie error; no database query is made. A database failure gives a
-// new session and an error wrapping ErrDatabase. An expired or deleted
-// session gives a new session and no error.
+// new session and an error wrapping ErrDatabase (within Config.Timeout). An
+// expired or deleted session gives a new session and no error.
 func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
 	session := sessions.NewSession(s, name)
 	session.Options = s.newOptions()
 	session.IsNew = true
 
-	c, err := r.Cookie(name)
-	if err != nil {
-		return session, nil // no cookie: a new session
+	var firstErr error
+	for _, c := range r.CookiesNamed(name) {
+		id, err := s.decodeCookie(name, c.Value)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		ctx, cancel := s.opContext(r.Context(), false)
+		defer cancel()
+		return session, s.load(ctx, session, id)
 	}
-	id, err := s.decodeCookie(name, c.Value)
-	if err != nil {
-		return session, err
+	return session, firstErr // nil without a cookie: a new session
+}
+
+// opContext bounds one operation on the database by Config.Timeout. A
+// detached operation keeps ctx's values but not its cancellation: a save
+// must not be lost because the client hung up.
+func (s *Store) opContext(ctx context.Context, detached bool) (context.Context, context.CancelFunc) {
+	if detached {
+		ctx = context.WithoutCancel(ctx)
 	}
-	return session, s.load(r.Context(), session, id)
+	return context.WithTimeout(ctx, s.cfg.Timeout)
 }
 
 // decodeCookie verifies a cookie value and returns the session ID it holds.
@@ -294,9 +318,21 @@ func (s *Store) decodeStored(docID string, raw []byte) (storedSession, map[any]a
 // values larger than Config.MaxSize give ErrTooLarge; nothing is written
 // then either. A loaded session whose ID the application changed (for
 // example cleared, to rotate it) is saved as RegenerateID would.
+//
+// Save is not stopped by the request's context: a client that hangs up, or
+// a request deadline that passes, does not lose the change. It is bounded by
+// Config.Timeout instead. A cookie name with the __Host- prefix needs
+// Options with Secure, Path "/" and no Domain (__Secure-: Secure), or
+// browsers drop the cookie; Save refuses other options with an error
+// wrapping ErrInvalidConfig before writing anything.
 func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
-	ctx := r.Context()
-	if s.toDelete(session) {
+	ctx, cancel := s.opContext(r.Context(), true)
+	defer cancel()
+	deleting, err := s.prepare(session)
+	if err != nil {
+		return err
+	}
+	if deleting {
 		return s.delete(ctx, w, session)
 	}
 	st, stored := s.states.get(session)
@@ -388,15 +424,27 @@ func (s *Store) encode(values map[any]any) ([]byte, error) {
 }
 
 // expiresAt is when a session saved at now expires: after the idle timeout,
-// but never past the absolute timeout counted from createdAt.
+// but never past its absolute limit counted from createdAt.
 func (s *Store) expiresAt(opts *sessions.Options, createdAt, now time.Time) time.Time {
 	t := now.Add(s.idleTimeout(opts))
-	if s.cfg.AbsoluteTimeout > 0 {
-		if limit := createdAt.Add(s.cfg.AbsoluteTimeout); limit.Before(t) {
-			t = limit
-		}
+	if limit, ok := s.absoluteLimit(opts, createdAt); ok && limit.Before(t) {
+		t = limit
 	}
 	return t.Truncate(time.Millisecond) // BSON dates have millisecond precision
+}
+
+// absoluteLimit is when a session with these options, created at createdAt,
+// ends whatever its activity (see Config.AbsoluteTimeout), and false if it
+// has no such limit.
+func (s *Store) absoluteLimit(opts *sessions.Options, createdAt time.Time) (time.Time, bool) {
+	switch d := s.cfg.AbsoluteTimeout; {
+	case d < 0:
+		return time.Time{}, false
+	case d > 0:
+		return createdAt.Add(d), true
+	default:
+		return createdAt.Add(max(DefaultAbsoluteTimeout, s.idleTimeout(opts))), true
+	}
 }
 
 // idleTimeout is the idle timeout of a session with these options: its
@@ -406,6 +454,20 @@ func (s *Store) idleTimeout(opts *sessions.Options) time.Duration {
 		return time.Duration(opts.MaxAge) * time.Second
 	}
 	return s.cfg.DefaultIdleTimeout
+}
+
+// checkCookiePrefix checks options against what browsers require of a
+// cookie whose name has a __Host- or __Secure- prefix; they silently drop
+// one that does not comply, which would lose the session at every request.
+func checkCookiePrefix(name string, o *sessions.Options) error {
+	hasPrefix := func(p string) bool { return len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) }
+	switch {
+	case hasPrefix("__Host-") && (!o.Secure || o.Path != "/" || o.Domain != ""):
+		return fmt.Errorf("%w: cookie %q needs Options with Secure, Path \"/\" and no Domain (the __Host- prefix)", ErrInvalidConfig, name)
+	case hasPrefix("__Secure-") && !o.Secure:
+		return fmt.Errorf("%w: cookie %q needs Options with Secure (the __Secure- prefix)", ErrInvalidConfig, name)
+	}
+	return nil
 }
 
 // writeCookie sets the session cookie. A cookie with a Max-Age never
@@ -424,15 +486,6 @@ func (s *Store) writeCookie(w http.ResponseWriter, session *sessions.Session, ex
 	}
 	http.SetCookie(w, sessions.NewCookie(session.Name(), encoded, &opts))
 	return nil
-}
-
-// toDelete gives session the store's options if it has none, and reports
-// whether it is to be deleted (Options.MaxAge < 0).
-func (s *Store) toDelete(session *sessions.Session) bool {
-	if session.Options == nil {
-		session.Options = s.newOptions()
-	}
-	return session.Options.MaxAge < 0
 }
 
 // delete removes the session's document, expires its cookie and forgets
@@ -454,6 +507,19 @@ func (s *Store) delete(ctx context.Context, w http.ResponseWriter, session *sess
 	return nil
 }
 
+// prepare gives session the store's options if it has none, checks them
+// against the cookie's name prefix, and reports whether the session is to
+// be deleted (Options.MaxAge < 0).
+func (s *Store) prepare(session *sessions.Session) (deleting bool, err error) {
+	if session.Options == nil {
+		session.Options = s.newOptions()
+	}
+	if err := checkCookiePrefix(session.Name(), session.Options); err != nil {
+		return false, err
+	}
+	return session.Options.MaxAge < 0, nil
+}
+
 // RegenerateID gives the session a new ID, keeping its values, and deletes
 // the document of the old ID: call it when privileges change (at login) to
 // defeat session fixation. The session counts as created now for the
@@ -469,8 +535,13 @@ func (s *Store) delete(ctx context.Context, w http.ResponseWriter, session *sess
 // under the old one, so values set for new privileges cannot reach an ID an
 // attacker may have planted.
 func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
-	ctx := r.Context()
-	if s.toDelete(session) {
+	ctx, cancel := s.opContext(r.Context(), true)
+	defer cancel()
+	deleting, err := s.prepare(session)
+	if err != nil {
+		return err
+	}
+	if deleting {
 		return s.delete(ctx, w, session)
 	}
 	st, stored := s.states.get(session)
@@ -520,13 +591,54 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// ExpiresAt returns when the session's document expires, as last loaded or
-// saved by this store, and false for a session that is not stored (new, or
-// deleted).
-func (s *Store) ExpiresAt(session *sessions.Session) (time.Time, bool) {
-	st, ok := s.states.get(session)
-	if !ok {
-		return time.Time{}, false
+// SessionTimes are the times the store keeps for a session, in its
+// document.
+type SessionTimes struct {
+	// CreatedAt is when the session was first saved; the absolute timeout
+	// counts from it (RegenerateID starts it anew).
+	CreatedAt time.Time
+	// UpdatedAt is when the session was last saved.
+	UpdatedAt time.Time
+	// ExpiresAt is when the session ends unless it is saved again: its idle
+	// timeout from UpdatedAt, capped by AbsoluteExpiresAt.
+	ExpiresAt time.Time
+	// AbsoluteExpiresAt is when the session ends whatever its activity, or
+	// zero if it has no absolute timeout.
+	AbsoluteExpiresAt time.Time
+}
+
+// Times returns the session's times as they stand once this request is
+// done: as last loaded or saved by this store, or, for a session that
+// Store.Middleware is about to save (it changed, or its expiry is due to
+// slide), as that save will write them. It returns false for a session that
+// is not stored and will not be (new and unchanged, or deleted).
+func (s *Store) Times(session *sessions.Session) (SessionTimes, bool) {
+	st, stored := s.states.get(session)
+	if w, ok := s.pending.get(session); ok && w.willSave() {
+		now := s.cfg.Now().Truncate(time.Millisecond)
+		created := now
+		if stored {
+			created = st.createdAt
+		}
+		return s.times(session.Options, created, now, s.expiresAt(session.Options, created, now)), true
 	}
-	return st.expiresAt, true
+	if !stored {
+		return SessionTimes{}, false
+	}
+	return s.times(&st.options, st.createdAt, st.savedAt, st.expiresAt), true
+}
+
+func (s *Store) times(opts *sessions.Options, createdAt, updatedAt, expiresAt time.Time) SessionTimes {
+	t := SessionTimes{CreatedAt: createdAt, UpdatedAt: updatedAt, ExpiresAt: expiresAt}
+	if limit, ok := s.absoluteLimit(opts, createdAt); ok {
+		t.AbsoluteExpiresAt = limit.Truncate(time.Millisecond)
+	}
+	return t
+}
+
+// ExpiresAt returns when the session's document expires (see Times), and
+// false for a session that is not stored and will not be.
+func (s *Store) ExpiresAt(session *sessions.Session) (time.Time, bool) {
+	t, ok := s.Times(session)
+	return t.ExpiresAt, ok
 }

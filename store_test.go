@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -21,6 +22,8 @@ import (
 	"github.com/gorilla/securecookie"
 	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // testProfile is a custom type stored in sessions, registered with gob as
@@ -1095,5 +1098,240 @@ func TestRequestsQueryByIDOnly(t *testing.T) {
 	}
 	if f.count(t) != 0 {
 		t.Fatalf("%d documents left, want 0 (the expired one is deleted by the refused save)", f.count(t))
+	}
+}
+
+// TestLifetimesAreHonoured checks the ways gorilla users set a session's
+// lifetime: each gives a week, and a client back after two idle days (its
+// cookie's signed timestamp two days old) still has its session.
+func TestLifetimesAreHonoured(t *testing.T) {
+	const week = 7 * 24 * 60 * 60
+	for _, tt := range []struct {
+		name  string
+		store func(s *Store)
+		sess  func(s *sessions.Session)
+	}{
+		{"store.MaxAge", func(s *Store) { s.MaxAge(week) }, nil},
+		{"store.Options replaced", func(s *Store) { s.Options = &sessions.Options{Path: "/", MaxAge: week} }, nil},
+		{"session.Options replaced", nil, func(s *sessions.Session) { s.Options = &sessions.Options{Path: "/", MaxAge: week} }},
+		{"per-session remember me", nil, func(s *sessions.Session) { s.Options.MaxAge = week }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newFakeClock()
+			f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
+			if tt.store != nil {
+				tt.store(f.store)
+			}
+			b := newBrowser()
+			var id string
+			rec := b.do(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := f.store.Get(r, testSessionName)
+				if tt.sess != nil {
+					tt.sess(s)
+				}
+				s.Values["user"] = "ada"
+				if err := s.Save(r, w); err != nil {
+					t.Fatal(err)
+				}
+				id = s.ID
+			})
+			if c := mwSetCookie(rec.Header(), testSessionName); c == nil || c.MaxAge != week {
+				t.Fatalf("cookie %v, want Max-Age %d", rec.Header().Values("Set-Cookie"), week)
+			}
+			clock.Advance(48 * time.Hour)
+			b.cookies[testSessionName].Value = agedCookie(testSessionName, id, testHashKey, 48*time.Hour)
+			s, err := load(t, f, b)
+			if err != nil || s.IsNew || s.Values["user"] != "ada" {
+				t.Fatalf("after two idle days: IsNew=%v values=%v err=%v; want the session", s.IsNew, s.Values, err)
+			}
+			// The server still ends it: a week after the last save.
+			clock.Advance(5*24*time.Hour + time.Second)
+			if s, _ := load(t, f, b); !s.IsNew {
+				t.Fatal("the session outlived its week")
+			}
+		})
+	}
+}
+
+// TestExplicitLifetimeAndAbsoluteTimeout checks how an explicit MaxAge and
+// the absolute timeout interact: the default absolute timeout never cuts an
+// explicit lifetime short, an explicit one does.
+func TestExplicitLifetimeAndAbsoluteTimeout(t *testing.T) {
+	const day = 24 * time.Hour
+	for _, tt := range []struct {
+		name       string
+		absolute   time.Duration
+		maxAge     time.Duration
+		wantExpiry time.Duration // from creation
+		wantAbs    time.Duration // 0: none
+	}{
+		{"30 days, default absolute", 0, 30 * day, 30 * day, 30 * day},
+		{"1 day, default absolute", 0, day, day, 7 * day},
+		{"30 days, explicit 7-day absolute", 7 * day, 30 * day, 7 * day, 7 * day},
+		{"30 days, no absolute", -1, 30 * day, 30 * day, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newFakeClock()
+			f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, AbsoluteTimeout: tt.absolute})
+			f.store.MaxAge(int(tt.maxAge / time.Second))
+			b := newBrowser()
+			rec := b.do(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := f.store.Get(r, testSessionName)
+				s.Values["k"] = 1
+				if err := s.Save(r, w); err != nil {
+					t.Fatal(err)
+				}
+				times, ok := f.store.Times(s)
+				if !ok || !times.ExpiresAt.Equal(clock.Now().Add(tt.wantExpiry)) {
+					t.Fatalf("ExpiresAt %v, want creation + %v", times.ExpiresAt.Sub(clock.Now()), tt.wantExpiry)
+				}
+				if tt.wantAbs == 0 && !times.AbsoluteExpiresAt.IsZero() || tt.wantAbs != 0 && !times.AbsoluteExpiresAt.Equal(clock.Now().Add(tt.wantAbs)) {
+					t.Fatalf("AbsoluteExpiresAt %v, want creation + %v", times.AbsoluteExpiresAt, tt.wantAbs)
+				}
+			})
+			if c := mwSetCookie(rec.Header(), testSessionName); c == nil || c.MaxAge != int(tt.wantExpiry/time.Second) {
+				t.Fatalf("cookie %v, want Max-Age %d", rec.Header().Values("Set-Cookie"), int(tt.wantExpiry/time.Second))
+			}
+		})
+	}
+}
+
+// TestSaveOutlivesTheRequest checks that a client hanging up (or a request
+// deadline passing) before Save does not lose the change.
+func TestSaveOutlivesTheRequest(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNew(t, f, map[any]any{"n": 1})
+	for _, step := range []struct {
+		name string
+		save func(r *http.Request, w http.ResponseWriter, s *sessions.Session) error
+	}{
+		{"Save", func(r *http.Request, w http.ResponseWriter, s *sessions.Session) error { return s.Save(r, w) }},
+		{"RegenerateID", func(r *http.Request, w http.ResponseWriter, s *sessions.Session) error {
+			return f.store.RegenerateID(r, w, s)
+		}},
+		{"logout", func(r *http.Request, w http.ResponseWriter, s *sessions.Session) error {
+			s.Options.MaxAge = -1
+			return s.Save(r, w)
+		}},
+	} {
+		b.do(func(w http.ResponseWriter, r *http.Request) {
+			s, err := f.store.Get(r, testSessionName)
+			if err != nil || s.IsNew {
+				t.Fatalf("%s: load: %v", step.name, err)
+			}
+			ctx, cancel := context.WithCancel(r.Context())
+			cancel() // the client hung up
+			s.Values["n"] = s.Values["n"].(int) + 1
+			if err := step.save(r.WithContext(ctx), w, s); err != nil {
+				t.Fatalf("%s with a cancelled request context: %v", step.name, err)
+			}
+		})
+		if step.name == "logout" {
+			if f.count(t) != 0 {
+				t.Fatal("logout with a cancelled request context left the session")
+			}
+			continue
+		}
+		if s, err := load(t, f, b); err != nil || s.Values["n"] == 1 {
+			t.Fatalf("after %s: %v, %v; want the change kept", step.name, s.Values, err)
+		}
+	}
+}
+
+// TestOutageIsBoundedByTimeout checks that with the database down, every
+// store operation fails within Config.Timeout, not the driver's 30-second
+// server selection.
+func TestOutageIsBoundedByTimeout(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // a stopped server: nothing listens there any more
+	client, err := mongo.Connect(options.Client().ApplyURI("mongodb://" + addr + "/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	coll := client.Database(testDatabase).Collection("down")
+	const timeout = 300 * time.Millisecond
+	const bound = 3 * time.Second // the timeout, plus room for a loaded machine
+
+	start := time.Now()
+	_, err = NewStore(context.Background(), coll, Config{Timeout: timeout}, testHashKey)
+	if !errors.Is(err, ErrDatabase) || time.Since(start) > bound {
+		t.Fatalf("NewStore with the database down: %v after %v; want ErrDatabase within %v", err, time.Since(start), bound)
+	}
+	store, err := NewStore(context.Background(), coll, Config{Timeout: timeout, Expiry: ExpiryNone}, testHashKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for _, op := range []struct {
+		name string
+		run  func() error
+	}{
+		{"load", func() error {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			r.AddCookie(&http.Cookie{Name: testSessionName, Value: mwCookieFor(t, store)})
+			_, err := store.New(r, testSessionName)
+			return err
+		}},
+		{"save", func() error {
+			r := httptest.NewRequest(http.MethodGet, "/", nil)
+			s, _ := store.New(r, testSessionName)
+			s.Values["k"] = "v"
+			return s.Save(r, httptest.NewRecorder())
+		}},
+		{"delete expired", func() error { _, err := store.DeleteExpired(context.Background()); return err }},
+	} {
+		start := time.Now()
+		err := op.run()
+		if d := time.Since(start); !errors.Is(err, ErrDatabase) || !errors.Is(err, context.DeadlineExceeded) || d > bound {
+			t.Errorf("%s with the database down: %v after %v; want ErrDatabase and DeadlineExceeded within %v", op.name, err, d, bound)
+		}
+	}
+}
+
+// TestCookiePrefixes checks that Save refuses options browsers would drop a
+// __Host- or __Secure- cookie for, before writing anything.
+func TestCookiePrefixes(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts sessions.Options
+		ok   bool
+	}{
+		{"__Host-sid", sessions.Options{Path: "/", Secure: true}, true},
+		{"__Host-sid", sessions.Options{Path: "/"}, false},
+		{"__Host-sid", sessions.Options{Path: "/app", Secure: true}, false},
+		{"__Host-sid", sessions.Options{Path: "/", Secure: true, Domain: "example.test"}, false},
+		{"__host-sid", sessions.Options{Path: "/"}, false},
+		{"__Secure-sid", sessions.Options{Path: "/app", Secure: true, Domain: "example.test"}, true},
+		{"__Secure-sid", sessions.Options{Path: "/"}, false},
+		{"sid", sessions.Options{Path: "/"}, true},
+	} {
+		t.Run(fmt.Sprintf("%s %+v", tt.name, tt.opts), func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone})
+			opts := tt.opts
+			f.store.Options = &opts
+			r := httptest.NewRequest(http.MethodGet, "https://example.test/", nil)
+			s, _ := f.store.New(r, tt.name)
+			s.Values["k"] = "v"
+			rec := httptest.NewRecorder()
+			err := s.Save(r, rec)
+			if tt.ok {
+				c := mwSetCookie(rec.Header(), tt.name)
+				if err != nil || c == nil || c.Secure != opts.Secure {
+					t.Fatalf("Save = %v, cookie %v", err, rec.Header().Values("Set-Cookie"))
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.name) {
+				t.Fatalf("Save = %v, want ErrInvalidConfig naming the cookie", err)
+			}
+			if f.count(t) != 0 || len(rec.Header().Values("Set-Cookie")) != 0 {
+				t.Fatal("a refused save wrote a document or a cookie")
+			}
+		})
 	}
 }
