@@ -44,8 +44,9 @@ type result struct {
 	during     stats         // loads while expired documents were being removed
 	expiryNote string        // anything odd about the expiry
 
-	lost int
-	err  error
+	lost    int  // live sessions lost
+	checked bool // whether the lost sessions were counted
+	err     error
 }
 
 // runSize runs the whole benchmark for one collection size.
@@ -152,6 +153,9 @@ func benchSize(ctx context.Context, coll *mongo.Collection, s settings, n int, o
 		reportErrors(out, "idle load", l)
 		reportErrors(out, "bare load", b)
 		fmt.Fprintf(out, "  idle: store load %s; bare FindOne %s; ratio p50 %s\n", res.idle, res.bare, ratio(res.idle.p50, res.bare.p50))
+		if res.idle.n < s.loads || res.bare.n < s.loads {
+			fmt.Fprintf(out, "  idle: fewer than %d loads each: stopped by -phase-timeout %v\n", s.loads, s.phaseTimeout)
+		}
 	}
 
 	// 2. Expiry, with the idle measurement before a sweep, or after the
@@ -173,7 +177,7 @@ func benchSize(ctx context.Context, coll *mongo.Collection, s settings, n int, o
 
 	// 3. Lost sessions.
 	lost, err := countLost(ctx, coll, s, shape.expiryField, store, real, filler, out)
-	res.lost = lost
+	res.lost, res.checked = lost, err == nil
 	return err
 }
 
@@ -348,7 +352,10 @@ func (r result) line() string {
 	} else {
 		fmt.Fprintf(&b, " sweep=%.2fs deleted=%d (%.0f/s)", r.expiry.Seconds(), r.deleted, r.deletedPS)
 	}
-	fmt.Fprintf(&b, " during-expiry[%s] lost=%d", r.during, r.lost)
+	fmt.Fprintf(&b, " during-expiry[%s]", r.during)
+	if r.checked {
+		fmt.Fprintf(&b, " lost=%d", r.lost)
+	}
 	if r.expiryNote != "" {
 		fmt.Fprintf(&b, " note=%q", r.expiryNote)
 	}
@@ -363,20 +370,29 @@ func writeTable(out io.Writer, results []result) {
 	fmt.Fprintln(out, "| N | server | mode | fill s | load p50/p99 idle ms | bare p50/p99 ms | ratio p50 | expiry s | deleted/s | load p50/p99 during expiry ms | lost |")
 	fmt.Fprintln(out, "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
-		expiry := fmt.Sprintf("%.2f sweep", r.expiry.Seconds())
-		if r.ttl {
+		expiry, fill := "-", "-"
+		switch {
+		case r.expiry > 0 && r.ttl:
 			expiry = fmt.Sprintf("%.2f ttl", r.expiry.Seconds())
+		case r.expiry > 0:
+			expiry = fmt.Sprintf("%.2f sweep", r.expiry.Seconds())
+		}
+		if r.fill > 0 {
+			fill = fmt.Sprintf("%.1f", r.fill.Seconds())
 		}
 		deleted := "-"
 		if r.deletedPS > 0 {
 			deleted = fmt.Sprintf("%.0f", r.deletedPS)
 		}
-		lost := fmt.Sprint(r.lost)
+		lost := "-"
+		if r.checked {
+			lost = fmt.Sprint(r.lost)
+		}
 		if r.err != nil {
 			lost += " (error: " + strings.ReplaceAll(r.err.Error(), "|", "/") + ")"
 		}
-		fmt.Fprintf(out, "| %d | %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %s |\n",
-			r.n, r.server, r.mode, r.fill.Seconds(), pair(r.idle), pair(r.bare), ratio(r.idle.p50, r.bare.p50),
+		fmt.Fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.n, r.server, r.mode, fill, pair(r.idle), pair(r.bare), ratio(r.idle.p50, r.bare.p50),
 			expiry, deleted, pair(r.during), lost)
 	}
 }
