@@ -21,7 +21,13 @@
 //     and every live filler document is still there.
 //
 // It prints what it does, a line per N and a markdown table at the end, and
-// drops each collection after its run (unless -keep).
+// drops each collection after its run (unless -keep). Latencies are in
+// milliseconds; "ratio" is the store's p50 over the bare driver's; "expiry s"
+// is the sweep's duration, or in TTL mode the time from the end of the fill
+// until the expired documents were gone (the TTL job starts deleting during
+// the fill); "deleted/s" is the sweep's rate, or in TTL mode the documents
+// still there when the fill ended over the time they took to go, a lower
+// bound set by the TTL job's period.
 //
 // Usage:
 //
