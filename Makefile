@@ -52,3 +52,11 @@ bench:
 
 run:
 	cd example && $(GO) run .
+
+# Scale benchmark (cmd/scale): load latency and expiry at 10k, 100k (and with
+# SCALE_FLAGS='-n 10000,100000,1000000', 1M) sessions, against MONGODB_URI or,
+# when it is empty, an embedded FerretDB server started for the run.
+SCALE_FLAGS ?=
+.PHONY: scale
+scale:
+	GO=$(GO) bash scripts/with-embeddb.sh $(GO) run ./cmd/scale $(SCALE_FLAGS)

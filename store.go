@@ -44,7 +44,7 @@ type Store struct {
 	// pending holds the middleware's writer of each session it manages,
 	// until the request ends, so that Times can tell what it will save.
 	pending *sessionTable[*sessionWriter]
-	expiry ExpiryMode // the mode in effect (ExpiryAuto resolved)
+	expiry  ExpiryMode // the mode in effect (ExpiryAuto resolved)
 
 	life      context.Context // cancelled by Close
 	closeLife context.CancelFunc
