@@ -4,7 +4,7 @@
 # including its end-to-end test in headless Chromium.
 
 GO ?= go
-MODULES := . embeddb example
+MODULES := . embeddb example ginstore
 # Extra flags for go test, e.g. TESTFLAGS=-v (CI's DocumentDB leg, to see skips).
 TESTFLAGS ?=
 FUZZTIME ?= 10s

@@ -92,7 +92,7 @@ func benchSize(ctx context.Context, coll *mongo.Collection, s settings, n int, o
 	defer store.Close()
 	mode := store.ExpiryMode()
 	res.mode = mode.String()
-	res.ttl = mode == mongostore.ExpiryTTL || mode == mongostore.ExpiryTTLAndGC
+	res.ttl = mode == mongostore.ExpiryTTL
 	fmt.Fprintf(out, "  collection %s.%s, expiry mode %s\n", coll.Database().Name(), coll.Name(), res.mode)
 
 	// 1. Fill.
