@@ -63,7 +63,6 @@ const (
 	DefaultAbsoluteTimeout = 7 * 24 * time.Hour
 	DefaultMaxSize         = 1 << 20 // bytes of encoded session values
 	DefaultGCInterval      = time.Minute
-	DefaultGCBatchSize     = 500
 	DefaultTimeout         = 5 * time.Second
 )
 
@@ -86,11 +85,6 @@ type Config struct {
 	// Default one minute; at least 100ms.
 	GCInterval time.Duration
 
-	// GCBatchSize bounds how many documents one delete command of a sweep
-	// removes (and how many expired IDs one cursor batch brings), so that a
-	// sweep never holds the server for long. Default 500.
-	GCBatchSize int
-
 	// DefaultIdleTimeout is the server-side idle timeout of sessions whose
 	// Options.MaxAge is 0 (cookies that last until the browser closes). For
 	// sessions with MaxAge > 0 the idle timeout is MaxAge. Each save moves the
@@ -108,8 +102,8 @@ type Config struct {
 	AbsoluteTimeout time.Duration
 
 	// Timeout bounds each operation the store performs on the database: a
-	// load, a save, a delete, the index set-up in NewStore, each batch of a
-	// GC sweep. Past it the operation fails with an error wrapping
+	// load, a save, a delete, the index set-up in NewStore. (A GC sweep's
+	// delete may take GCInterval if that is longer.) Past it the operation fails with an error wrapping
 	// ErrDatabase (and context.DeadlineExceeded), instead of waiting out the
 	// driver's 30-second server selection when the database is down. Saves
 	// do not stop when the request's context is cancelled (a client that
@@ -151,12 +145,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.GCInterval < minGCInterval {
 		return c, fmt.Errorf("%w: GCInterval %v is shorter than %v", ErrInvalidConfig, c.GCInterval, minGCInterval)
-	}
-	if c.GCBatchSize == 0 {
-		c.GCBatchSize = DefaultGCBatchSize
-	}
-	if c.GCBatchSize < 0 {
-		return c, fmt.Errorf("%w: GCBatchSize %d is negative", ErrInvalidConfig, c.GCBatchSize)
 	}
 	if c.DefaultIdleTimeout == 0 {
 		c.DefaultIdleTimeout = DefaultIdleTimeout

@@ -1,15 +1,12 @@
 package mongostore
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
@@ -74,77 +71,27 @@ func (s *Store) sweep(ctx context.Context) {
 	}
 }
 
-// DeleteExpired deletes every session that had expired when it was called
-// and returns how many it deleted. It reads the expired documents' IDs
-// through one cursor, Config.GCBatchSize at a time, and deletes each batch
-// with one delete command whose statements each name a single _id, the
-// shape every server answers from its _id index (FerretDB v1 would scan the
-// collection once per statement for any other). It checks ctx between
-// batches, so that no single command holds the server for long. Errors wrap
+// DeleteExpired deletes every session that has expired and returns how
+// many it deleted, with one delete command {expiresAt: {$lte: now}}: an
+// index range on servers that plan queries, and a single scan of the
+// collection on those that do not (FerretDB v1 uses no index for any other
+// shape either, not even a list of _ids, so one command is the cheapest
+// there by far). The server checks the expiry itself, so a session saved
+// meanwhile is never deleted. The command is bounded by Config.Timeout or
+// Config.GCInterval, whichever is longer, and carries GCComment. Errors wrap
 // ErrDatabase, except ctx's own error and ErrClosed.
-//
-// Deleting by _id alone is safe because an expired session never becomes
-// live again: loads ignore it and saves refuse it (see Store.Save).
 func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	if s.life.Err() != nil {
 		return 0, ErrClosed
 	}
-	batch := int32(s.cfg.GCBatchSize)
-	findCtx, cancel := s.opContext(ctx, false)
-	cur, err := s.coll.Find(findCtx, expiredFilter(s.cfg.Now()), options.Find().
-		SetProjection(bson.D{{Key: fieldID, Value: 1}}).
-		SetBatchSize(batch).
-		SetComment(GCComment))
-	cancel()
+	opCtx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, s.cfg.GCInterval))
+	defer cancel()
+	res, err := s.coll.DeleteMany(opCtx, expiredFilter(s.cfg.Now()), options.DeleteMany().SetComment(GCComment))
 	if err != nil {
-		return 0, fmt.Errorf("%w: find expired sessions: %w", ErrDatabase, err)
-	}
-	defer func() {
-		closeCtx, cancel := s.opContext(ctx, true)
-		defer cancel()
-		_ = cur.Close(closeCtx)
-	}()
-
-	var total int64
-	deletes := make([]mongo.WriteModel, 0, batch)
-	flush := func() error {
-		if len(deletes) == 0 {
-			return nil
-		}
-		opCtx, cancel := s.opContext(ctx, false)
-		defer cancel()
-		res, err := s.coll.BulkWrite(opCtx, deletes, options.BulkWrite().SetOrdered(false).SetComment(GCComment))
-		if res != nil {
-			total += res.DeletedCount
-		}
-		deletes = deletes[:0]
-		if err != nil {
-			return fmt.Errorf("%w: delete expired sessions: %w", ErrDatabase, err)
-		}
-		return ctx.Err()
-	}
-	// next bounds each cursor batch (a getMore) by Config.Timeout.
-	next := func() bool {
-		opCtx, cancel := s.opContext(ctx, false)
-		defer cancel()
-		return cur.Next(opCtx)
-	}
-	for next() {
-		id := cur.Current.Lookup(fieldID) // valid until the next Next: copy it
-		deletes = append(deletes, mongo.NewDeleteOneModel().SetFilter(bson.D{
-			{Key: fieldID, Value: bson.RawValue{Type: id.Type, Value: bytes.Clone(id.Value)}},
-		}))
-		if len(deletes) == cap(deletes) {
-			if err := flush(); err != nil {
-				return total, err
-			}
-		}
-	}
-	if err := cur.Err(); err != nil {
 		if ctx.Err() != nil {
-			return total, ctx.Err()
+			return 0, ctx.Err()
 		}
-		return total, fmt.Errorf("%w: find expired sessions: %w", ErrDatabase, err)
+		return 0, fmt.Errorf("%w: delete expired sessions: %w", ErrDatabase, err)
 	}
-	return total, flush()
+	return res.DeletedCount, nil
 }

@@ -72,10 +72,11 @@ func readmeFile(block string) string {
 	if strings.HasPrefix(block, "package ") {
 		return block
 	}
+	code := regexp.MustCompile(`(?m)(^|\s)//.*$`).ReplaceAllString(block, "") // comments import nothing
 	var b strings.Builder
 	b.WriteString("package main\n\nimport (\n")
 	for name, path := range readmeImports {
-		if regexp.MustCompile(`\b` + name + `\.`).MatchString(block) {
+		if regexp.MustCompile(`\b` + name + `\.`).MatchString(code) {
 			fmt.Fprintf(&b, "\t%q\n", path)
 		}
 	}

@@ -95,7 +95,7 @@ func TestNewStoreRejectsInvalidConfig(t *testing.T) {
 		{"bad second pair", Config{}, [][]byte{testHashKey, nil, []byte("short")}},
 		{"unknown expiry mode", Config{Expiry: ExpiryMode(42)}, [][]byte{testHashKey}},
 		{"GC interval too short", Config{GCInterval: time.Millisecond}, [][]byte{testHashKey}},
-		{"negative batch", Config{GCBatchSize: -1}, [][]byte{testHashKey}},
+		{"negative timeout", Config{Timeout: -1}, [][]byte{testHashKey}},
 		{"idle timeout under a second", Config{DefaultIdleTimeout: time.Millisecond}, [][]byte{testHashKey}},
 		{"absolute timeout under a second", Config{AbsoluteTimeout: time.Millisecond}, [][]byte{testHashKey}},
 		{"negative max size", Config{MaxSize: -1}, [][]byte{testHashKey}},
@@ -1262,7 +1262,8 @@ func TestOutageIsBoundedByTimeout(t *testing.T) {
 	if !errors.Is(err, ErrDatabase) || time.Since(start) > bound {
 		t.Fatalf("NewStore with the database down: %v after %v; want ErrDatabase within %v", err, time.Since(start), bound)
 	}
-	store, err := NewStore(context.Background(), coll, Config{Timeout: timeout, Expiry: ExpiryNone}, testHashKey)
+	// A sweep's delete is bounded by the longer of Timeout and GCInterval.
+	store, err := NewStore(context.Background(), coll, Config{Timeout: timeout, GCInterval: timeout, Expiry: ExpiryNone}, testHashKey)
 	if err != nil {
 		t.Fatal(err)
 	}
