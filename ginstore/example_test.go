@@ -31,7 +31,7 @@ func Example() {
 	}
 	coll := client.Database("myapp").Collection("gin_sessions")
 	hashKey := []byte("32+ random bytes, from a secret!") // the same on every instance
-	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{Expiry: mongostore.ExpiryAuto}, hashKey)
+	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{}, hashKey)
 	if err != nil {
 		log.Fatal(err)
 	}
