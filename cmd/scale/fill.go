@@ -24,10 +24,9 @@ const (
 	cookieName = "scale-session"
 	requestURL = "http://scale.invalid/"
 
-	fillBatch      = 1000  // documents per InsertMany
-	maxFillWorkers = 4     // concurrent InsertMany commands
-	maxTemplates   = 64    // real documents the filler copies its shape from
-	bareIDs        = 10000 // live filler _ids kept for the bare-driver loads
+	fillBatch      = 1000 // documents per InsertMany
+	maxFillWorkers = 4    // concurrent InsertMany commands
+	maxTemplates   = 64   // real documents the filler copies its shape from
 	progressEvery  = 10 * time.Second
 )
 
@@ -148,6 +147,29 @@ func learnShape(ctx context.Context, coll *mongo.Collection, real []realSession)
 	return shape, nil
 }
 
+// allIDs returns the _id of every document in coll.
+func allIDs(ctx context.Context, coll *mongo.Collection) ([]any, error) {
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetProjection(bson.D{{Key: "_id", Value: 1}}))
+	if err != nil {
+		return nil, fmt.Errorf("read real document IDs: %w", err)
+	}
+	defer cur.Close(ctx)
+	var ids []any
+	for cur.Next(ctx) {
+		var doc struct {
+			ID any `bson:"_id"`
+		}
+		if err := cur.Decode(&doc); err != nil {
+			return nil, fmt.Errorf("read real document IDs: %w", err)
+		}
+		ids = append(ids, doc.ID)
+	}
+	if err := cur.Err(); err != nil {
+		return nil, fmt.Errorf("read real document IDs: %w", err)
+	}
+	return ids, nil
+}
+
 // fillPlan says what filler to insert.
 type fillPlan struct {
 	total    int           // filler documents
@@ -161,7 +183,6 @@ type fillResult struct {
 	live, expired int64
 	meanSize      int       // mean BSON size of the filler, in bytes
 	maxLiveExpiry time.Time // the latest expiry of a live filler document
-	liveIDs       []any     // a sample of live filler _ids, for the bare loads
 }
 
 // insertFiller bulk-inserts the filler: documents shaped like a random
@@ -229,18 +250,12 @@ func produceFiller(ctx context.Context, shape docShape, plan fillPlan, res *fill
 			res.live++
 		}
 		expiresAt = expiresAt.Truncate(time.Millisecond)
-		doc, id, err := fillerDoc(rng, shape, expiresAt)
+		doc, err := fillerDoc(rng, shape, expiresAt)
 		if err != nil {
 			return err
 		}
 		if expiresAt.After(now) {
 			res.maxLiveExpiry = maxTime(res.maxLiveExpiry, expiresAt)
-			// Reservoir sampling of the live _ids.
-			if len(res.liveIDs) < bareIDs {
-				res.liveIDs = append(res.liveIDs, id)
-			} else if j := rng.Int64N(res.live); j < bareIDs {
-				res.liveIDs[j] = id
-			}
 		}
 		if i < fillBatch { // the first batch's mean size is enough
 			raw, err := bson.Marshal(doc)
@@ -269,7 +284,7 @@ func produceFiller(ctx context.Context, shape docShape, plan fillPlan, res *fill
 
 // fillerDoc builds a filler document expiring at expiresAt and returns it
 // with its _id.
-func fillerDoc(rng *rand.Rand, shape docShape, expiresAt time.Time) (bson.D, any, error) {
+func fillerDoc(rng *rand.Rand, shape docShape, expiresAt time.Time) (bson.D, error) {
 	tmpl := shape.templates[rng.IntN(len(shape.templates))]
 	var tmplExpiry time.Time
 	for _, e := range tmpl {
@@ -278,7 +293,7 @@ func fillerDoc(rng *rand.Rand, shape docShape, expiresAt time.Time) (bson.D, any
 		}
 	}
 	doc := make(bson.D, 0, len(tmpl))
-	var id any
+	hasID := false
 	for _, e := range tmpl {
 		v := e.Value()
 		var nv any
@@ -295,15 +310,13 @@ func fillerDoc(rng *rand.Rand, shape docShape, expiresAt time.Time) (bson.D, any
 		default:
 			nv = v // copied as is
 		}
-		if e.Key() == "_id" {
-			id = nv
-		}
+		hasID = hasID || e.Key() == "_id"
 		doc = append(doc, bson.E{Key: e.Key(), Value: nv})
 	}
-	if id == nil {
-		return nil, nil, errors.New("real documents have no _id")
+	if !hasID {
+		return nil, errors.New("real documents have no _id")
 	}
-	return doc, id, nil
+	return doc, nil
 }
 
 func randomBytes(rng *rand.Rand, n int) []byte {

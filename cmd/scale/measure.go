@@ -153,8 +153,8 @@ func loadOnce(ctx context.Context, store *mongostore.Store, s realSession) (time
 	return d, nil
 }
 
-// bareLoad returns an op that reads a random live filler document by _id
-// with the bare driver: the floor under the store's load.
+// bareLoad returns an op that reads a random document of ids by _id with the
+// bare driver: the floor under the store's load.
 func bareLoad(coll *mongo.Collection, ids []any) op {
 	return func(ctx context.Context, rng *rand.Rand) (time.Duration, error) {
 		id := ids[rng.IntN(len(ids))]

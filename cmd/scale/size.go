@@ -107,6 +107,10 @@ func benchSize(ctx context.Context, coll *mongo.Collection, s settings, n int, o
 	if err != nil {
 		return err
 	}
+	realIDs, err := allIDs(ctx, coll) // only the real sessions' documents exist yet
+	if err != nil {
+		return err
+	}
 	realMin := real[0].expiresAt
 	for _, r := range real {
 		if r.expiresAt.Before(realMin) {
@@ -137,17 +141,11 @@ func benchSize(ctx context.Context, coll *mongo.Collection, s settings, n int, o
 		n, res.fill.Seconds(), float64(n)/res.fill.Seconds(), filler.meanSize)
 
 	load := storeLoad(store, real)
-	var bare op // nil when there is no live filler (N barely above -sessions): no floor then
-	if len(filler.liveIDs) > 0 {
-		bare = bareLoad(coll, filler.liveIDs)
-	}
+	// The floor reads the very documents the store loads: on a server
+	// without a usable _id index (FerretDB v1 scans its table until the
+	// first match), a document's position decides its cost.
+	bare := bareLoad(coll, realIDs)
 	idle := func() {
-		if bare == nil {
-			l := runOps(ctx, s.workers, s.loads, s.phaseTimeout, nil, load)
-			res.idle = l.stats()
-			reportErrors(out, "idle load", l)
-			return
-		}
 		l, b := measureIdle(ctx, s, load, bare)
 		res.idle, res.bare = l.stats(), b.stats()
 		reportErrors(out, "idle load", l)
