@@ -6,53 +6,6 @@ import (
 	"time"
 )
 
-// ExpiryMode says how expired session documents are removed from the
-// collection. Whatever the mode, the store never loads an expired session:
-// every read filters on expiresAt.
-type ExpiryMode int
-
-const (
-	// ExpiryAuto (the default) uses a TTL index where the server supports it
-	// and the GC goroutine where it does not (FerretDB v1, some hosted
-	// services), and logs which it chose. It works unchanged on MongoDB,
-	// FerretDB v2 and FerretDB v1.
-	ExpiryAuto ExpiryMode = iota
-
-	// ExpiryTTL makes sure a TTL index {expiresAt: 1} with
-	// expireAfterSeconds: 0 exists, so that MongoDB deletes each document at
-	// its own expiresAt (within about a minute: the TTL monitor's period).
-	// NewStore fails with ErrTTLUnsupported if the server refuses TTL
-	// indexes, rather than falling back to the GC goroutine.
-	ExpiryTTL
-
-	// ExpiryGC runs a goroutine that deletes expired sessions every
-	// Config.GCInterval. It makes sure a plain (non-TTL) index on expiresAt
-	// exists so that sweeps need not scan the collection on servers that
-	// plan queries.
-	ExpiryGC
-
-	// ExpiryNone creates no index and starts no goroutine: the application
-	// deletes expired sessions itself, for example with Store.DeleteExpired
-	// from a cron job, or with Store.RunGC on a single instance.
-	ExpiryNone
-)
-
-// String returns the mode's name, for logs.
-func (m ExpiryMode) String() string {
-	switch m {
-	case ExpiryAuto:
-		return "auto"
-	case ExpiryTTL:
-		return "ttl"
-	case ExpiryGC:
-		return "gc"
-	case ExpiryNone:
-		return "none"
-	default:
-		return fmt.Sprintf("ExpiryMode(%d)", int(m))
-	}
-}
-
 // DefaultMaxAge is the Max-Age, in seconds, of new sessions' cookies
 // (Store.Options.MaxAge), and so their idle timeout: one day.
 const DefaultMaxAge = 24 * 60 * 60

@@ -6,22 +6,103 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
+	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// Server error codes the expiry set-up recognises.
+// This file is the home of expiry: the modes, when a session expires, and
+// the set-up of the index that lets the server delete expired documents.
+// The GC goroutine, for servers without TTL indexes, is in gc.go.
+
+// ExpiryMode says how expired session documents are removed from the
+// collection. Whatever the mode, the store never loads an expired session:
+// every read filters on expiresAt.
+type ExpiryMode int
+
 const (
-	codeNamespaceNotFound    = 26
-	codeIndexNotFound        = 27
-	codeCommandNotFound      = 59
-	codeCommandNotSupported  = 115
-	codeNotImplemented       = 238
-	ttlExpireAfterSeconds    = 0 // each document expires at its own expiresAt
-	expiresAtIndexKeyPattern = 1
+	// ExpiryAuto (the default) uses a TTL index where the server supports it
+	// and the GC goroutine where it does not (FerretDB v1, some hosted
+	// services), and logs which it chose. It works unchanged on MongoDB,
+	// FerretDB v2 and FerretDB v1.
+	ExpiryAuto ExpiryMode = iota
+
+	// ExpiryTTL makes sure a TTL index {expiresAt: 1} with
+	// expireAfterSeconds: 0 exists, so that MongoDB deletes each document at
+	// its own expiresAt (within about a minute: the TTL monitor's period).
+	// NewStore fails with ErrTTLUnsupported if the server refuses TTL
+	// indexes, rather than falling back to the GC goroutine.
+	ExpiryTTL
+
+	// ExpiryGC runs a goroutine that deletes expired sessions every
+	// Config.GCInterval. It makes sure a plain (non-TTL) index on expiresAt
+	// exists so that sweeps need not scan the collection on servers that
+	// plan queries.
+	ExpiryGC
+
+	// ExpiryNone creates no index and starts no goroutine: the application
+	// deletes expired sessions itself, for example with Store.DeleteExpired
+	// from a cron job, or with Store.RunGC on a single instance.
+	ExpiryNone
 )
+
+// String returns the mode's name, for logs.
+func (m ExpiryMode) String() string {
+	switch m {
+	case ExpiryAuto:
+		return "auto"
+	case ExpiryTTL:
+		return "ttl"
+	case ExpiryGC:
+		return "gc"
+	case ExpiryNone:
+		return "none"
+	default:
+		return fmt.Sprintf("ExpiryMode(%d)", int(m))
+	}
+}
+
+// ExpiryMode returns the expiry mode in effect: the configured one, or for
+// ExpiryAuto, ExpiryTTL or ExpiryGC according to what the server supports.
+func (s *Store) ExpiryMode() ExpiryMode { return s.expiry }
+
+// expiresAt is when a session saved at now expires: after the idle timeout,
+// but never past its absolute limit counted from createdAt.
+func (s *Store) expiresAt(opts *sessions.Options, createdAt, now time.Time) time.Time {
+	t := now.Add(s.idleTimeout(opts))
+	if limit, ok := s.absoluteLimit(opts, createdAt); ok && limit.Before(t) {
+		t = limit
+	}
+	return t.Truncate(time.Millisecond) // BSON dates have millisecond precision
+}
+
+// absoluteLimit is when a session with these options, created at createdAt,
+// ends whatever its activity (see Config.AbsoluteTimeout), and false if it
+// has no such limit.
+func (s *Store) absoluteLimit(opts *sessions.Options, createdAt time.Time) (time.Time, bool) {
+	switch d := s.cfg.AbsoluteTimeout; {
+	case d < 0:
+		return time.Time{}, false
+	case d > 0:
+		return createdAt.Add(d), true
+	default:
+		return createdAt.Add(max(DefaultAbsoluteTimeout, s.idleTimeout(opts))), true
+	}
+}
+
+// idleTimeout is the idle timeout of a session with these options: its
+// MaxAge, or Config.DefaultIdleTimeout for browser-session cookies.
+func (s *Store) idleTimeout(opts *sessions.Options) time.Duration {
+	if opts != nil && opts.MaxAge > 0 {
+		return time.Duration(opts.MaxAge) * time.Second
+	}
+	return s.cfg.DefaultIdleTimeout
+}
+
+// ttlExpireAfterSeconds is the TTL index's expireAfterSeconds: each
+// document expires at its own expiresAt.
+const ttlExpireAfterSeconds = 0
 
 // expiresAtIndexName is the name of the index the store creates on
 // expiresAt: the server's default name for {expiresAt: 1}.
@@ -51,12 +132,12 @@ func (s *Store) setupExpiry(ctx context.Context) (ExpiryMode, error) {
 		err := s.ensureTTLIndex(ctx)
 		if errors.Is(err, ErrTTLUnsupported) {
 			s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: server refuses TTL indexes; expired sessions are deleted by the GC goroutine",
-				slog.String("collection", s.coll.Name()), slog.Duration("interval", s.cfg.GCInterval))
+				slog.String("collection", s.coll.c.Name()), slog.Duration("interval", s.cfg.GCInterval))
 			return ExpiryGC, s.ensurePlainIndex(ctx)
 		}
 		if err == nil {
 			s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: expired sessions are deleted by the server's TTL index",
-				slog.String("collection", s.coll.Name()), slog.String("index", expiresAtIndexName))
+				slog.String("collection", s.coll.c.Name()), slog.String("index", expiresAtIndexName))
 		}
 		return ExpiryTTL, err
 	}
@@ -74,7 +155,8 @@ func (s *Store) explainTTLRefusal(err error) error {
 
 // ensureTTLIndex makes sure a TTL index {expiresAt: 1} with
 // expireAfterSeconds 0 exists: it creates it, or brings an existing index on
-// expiresAt in line with collMod.
+// expiresAt in line with collMod, or replaces the store's own plain index
+// where collMod cannot.
 func (s *Store) ensureTTLIndex(ctx context.Context) error {
 	idx, err := s.findExpiresAtIndex(ctx)
 	if err != nil {
@@ -86,14 +168,7 @@ func (s *Store) ensureTTLIndex(ctx context.Context) error {
 	if idx.ttl != nil && *idx.ttl == ttlExpireAfterSeconds {
 		return nil
 	}
-
-	err = s.coll.Database().RunCommand(ctx, bson.D{
-		{Key: "collMod", Value: s.coll.Name()},
-		{Key: "index", Value: bson.D{
-			{Key: "name", Value: idx.name},
-			{Key: "expireAfterSeconds", Value: int64(ttlExpireAfterSeconds)},
-		}},
-	}).Err()
+	err = s.coll.setTTL(ctx, idx.name)
 	if err != nil && idx.plain && !unsupported(err) {
 		// MongoDB before 5.1, and DocumentDB, cannot turn a plain index into a
 		// TTL index. This one is the store's own, from an earlier start in GC
@@ -104,25 +179,34 @@ func (s *Store) ensureTTLIndex(ctx context.Context) error {
 		return s.collModError(idx, err)
 	}
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: changed index to expire each session at its expiresAt",
-		slog.String("collection", s.coll.Name()), slog.String("index", idx.name))
+		slog.String("collection", s.coll.c.Name()), slog.String("index", idx.name))
 	return nil
 }
 
 // createTTLIndex creates the TTL index {expiresAt: 1} with
 // expireAfterSeconds 0.
 func (s *Store) createTTLIndex(ctx context.Context) error {
-	_, err := s.coll.Indexes().CreateOne(ctx, mongo.IndexModel{
-		Keys:    bson.D{{Key: fieldExpiresAt, Value: expiresAtIndexKeyPattern}},
-		Options: options.Index().SetExpireAfterSeconds(ttlExpireAfterSeconds),
-	})
-	switch {
-	case err == nil:
-		return nil
-	case unsupported(err):
+	err := s.coll.createExpiresAtIndex(ctx, true)
+	if unsupported(err) {
 		return fmt.Errorf("%w: createIndexes with expireAfterSeconds: %w", ErrTTLUnsupported, err)
-	default:
-		return fmt.Errorf("%w: create TTL index: %w", ErrDatabase, err)
 	}
+	return err
+}
+
+// replacePlainIndex drops the store's own plain index on expiresAt, which
+// collMod failed (with collModErr) to turn into a TTL index, and creates
+// the TTL index in its place. Several instances starting at once may race
+// here: an index already dropped, or already created, is fine.
+func (s *Store) replacePlainIndex(ctx context.Context, idx *expiresAtIndex, collModErr error) error {
+	if err := s.coll.dropIndex(ctx, idx.name); err != nil {
+		return fmt.Errorf("%w; dropping it to create the TTL index failed too: %w", s.collModError(idx, collModErr), err)
+	}
+	if err := s.createTTLIndex(ctx); err != nil {
+		return err
+	}
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: replaced the plain index on expiresAt (from GC mode) with a TTL index",
+		slog.String("collection", s.coll.c.Name()), slog.String("index", idx.name))
+	return nil
 }
 
 // collModError explains why collMod could not make idx a TTL index with
@@ -138,67 +222,37 @@ func (s *Store) collModError(idx *expiresAtIndex, err error) error {
 	return fmt.Errorf("%w: index %q on %s has %s and collMod could not set expireAfterSeconds 0 (%w); "+
 		"it is not the store's own, so it was left alone: drop it with db.getCollection(%q).dropIndex(%q) "+
 		"(or make it a TTL index with expireAfterSeconds 0) and start the app again to let the store create its TTL index",
-		ErrIndexConflict, idx.name, fieldExpiresAt, was, err, s.coll.Name(), idx.name)
-}
-
-// replacePlainIndex drops the store's own plain index on expiresAt, which
-// collMod failed (with collModErr) to turn into a TTL index, and creates
-// the TTL index in its place. Several instances starting at once may race
-// here: an index already dropped, or already created, is fine.
-func (s *Store) replacePlainIndex(ctx context.Context, idx *expiresAtIndex, collModErr error) error {
-	err := s.coll.Indexes().DropOne(ctx, idx.name)
-	if err != nil && !hasCode(err, codeIndexNotFound) {
-		return fmt.Errorf("%w; dropping it to create the TTL index failed too: %w", s.collModError(idx, collModErr), err)
-	}
-	if err := s.createTTLIndex(ctx); err != nil {
-		return err
-	}
-	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: replaced the plain index on expiresAt (from GC mode) with a TTL index",
-		slog.String("collection", s.coll.Name()), slog.String("index", idx.name))
-	return nil
+		ErrIndexConflict, idx.name, fieldExpiresAt, was, err, s.coll.c.Name(), idx.name)
 }
 
 // ensurePlainIndex makes sure some index on expiresAt exists, so that GC
-// sweeps do not scan the collection. Any existing one will do.
+// sweeps do not scan the collection on servers that plan queries. Any
+// existing one will do.
 func (s *Store) ensurePlainIndex(ctx context.Context) error {
 	idx, err := s.findExpiresAtIndex(ctx)
 	if err != nil || idx != nil {
 		return err
 	}
-	_, err = s.coll.Indexes().CreateOne(ctx, mongo.IndexModel{
-		Keys: bson.D{{Key: fieldExpiresAt, Value: expiresAtIndexKeyPattern}},
-	})
-	if err != nil {
-		return fmt.Errorf("%w: create index on %s: %w", ErrDatabase, fieldExpiresAt, err)
-	}
-	return nil
+	return s.coll.createExpiresAtIndex(ctx, false)
 }
 
 // findExpiresAtIndex returns the collection's single-field index on
 // expiresAt, preferring one with expireAfterSeconds 0, or nil if there is
 // none.
 func (s *Store) findExpiresAtIndex(ctx context.Context) (*expiresAtIndex, error) {
-	cur, err := s.coll.Indexes().List(ctx)
+	specs, err := s.coll.indexSpecs(ctx)
 	if err != nil {
-		if hasCode(err, codeNamespaceNotFound) {
-			return nil, nil // no collection yet: no index
-		}
-		return nil, fmt.Errorf("%w: list indexes: %w", ErrDatabase, err)
+		return nil, err
 	}
-	defer cur.Close(ctx)
-
 	var found *expiresAtIndex
-	for cur.Next(ctx) {
-		idx, ok := parseExpiresAtIndex(cur.Current)
+	for _, spec := range specs {
+		idx, ok := parseExpiresAtIndex(spec)
 		if !ok {
 			continue
 		}
 		if found == nil || (idx.ttl != nil && *idx.ttl == ttlExpireAfterSeconds) {
 			found = idx
 		}
-	}
-	if err := cur.Err(); err != nil {
-		return nil, fmt.Errorf("%w: list indexes: %w", ErrDatabase, err)
 	}
 	return found, nil
 }
@@ -260,13 +314,54 @@ func isOne(v bson.RawValue) bool {
 	return false
 }
 
-// unsupported reports whether err says the server does not implement what
-// was asked (FerretDB v1 answers NotImplemented to TTL indexes).
-func unsupported(err error) bool {
-	return hasCode(err, codeNotImplemented) || hasCode(err, codeCommandNotSupported) || hasCode(err, codeCommandNotFound)
+// SessionTimes are the times the store keeps for a session, in its
+// document.
+type SessionTimes struct {
+	// CreatedAt is when the session was first saved; the absolute timeout
+	// counts from it (RegenerateID starts it anew).
+	CreatedAt time.Time
+	// UpdatedAt is when the session was last saved.
+	UpdatedAt time.Time
+	// ExpiresAt is when the session ends unless it is saved again: its idle
+	// timeout from UpdatedAt, capped by AbsoluteExpiresAt.
+	ExpiresAt time.Time
+	// AbsoluteExpiresAt is when the session ends whatever its activity, or
+	// zero if it has no absolute timeout.
+	AbsoluteExpiresAt time.Time
 }
 
-func hasCode(err error, code int) bool {
-	var se mongo.ServerError
-	return errors.As(err, &se) && se.HasErrorCode(code)
+// Times returns the session's times as they stand once this request is
+// done: as last loaded or saved by this store, or, for a session that
+// Store.Middleware is about to save (it changed, or its expiry is due to
+// slide), as that save will write them. It returns false for a session that
+// is not stored and will not be (new and unchanged, or deleted).
+func (s *Store) Times(session *sessions.Session) (SessionTimes, bool) {
+	st, stored := s.states.get(session)
+	if w, ok := s.pending.get(session); ok && w.willSave() {
+		now := s.cfg.Now().Truncate(time.Millisecond)
+		created := now
+		if stored {
+			created = st.createdAt
+		}
+		return s.times(session.Options, created, now, s.expiresAt(session.Options, created, now)), true
+	}
+	if !stored {
+		return SessionTimes{}, false
+	}
+	return s.times(&st.options, st.createdAt, st.savedAt, st.expiresAt), true
+}
+
+func (s *Store) times(opts *sessions.Options, createdAt, updatedAt, expiresAt time.Time) SessionTimes {
+	t := SessionTimes{CreatedAt: createdAt, UpdatedAt: updatedAt, ExpiresAt: expiresAt}
+	if limit, ok := s.absoluteLimit(opts, createdAt); ok {
+		t.AbsoluteExpiresAt = limit.Truncate(time.Millisecond)
+	}
+	return t
+}
+
+// ExpiresAt returns when the session's document expires (see Times), and
+// false for a session that is not stored and will not be.
+func (s *Store) ExpiresAt(session *sessions.Session) (time.Time, bool) {
+	t, ok := s.Times(session)
+	return t.ExpiresAt, ok
 }

@@ -376,7 +376,7 @@ func TestExpiryModeSetup(t *testing.T) {
 }
 
 func TestIndexConflictError(t *testing.T) {
-	store := &Store{coll: testCollection(t, testClient(t, nil)), cfg: Config{Logger: testLogger(&syncBuffer{})}}
+	store := &Store{coll: collection{testCollection(t, testClient(t, nil))}, cfg: Config{Logger: testLogger(&syncBuffer{})}}
 	idx := &expiresAtIndex{name: "by_expiry", ttl: ptr(int64(3600))}
 	err := store.collModError(idx, mongo.CommandError{Code: 72, Name: "InvalidOptions", Message: "cannot"})
 	if !errors.Is(err, ErrIndexConflict) {

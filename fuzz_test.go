@@ -137,12 +137,16 @@ func fuzzDocuments(tb testing.TB) [][]byte {
 		}
 		return b
 	}
-	docID := fuzzDocID
-	seal := newDataSealer([][]byte{testHashKey}).seal
+	sealer := testSealer(tb)
+	sealed := func(data []byte, expiresAt time.Time) []byte {
+		f := sealedFields{docID: fuzzDocID, createdAt: now, updatedAt: now, expiresAt: expiresAt, data: data}
+		mac := sealer.seal(&f)
+		return marshal(newDocument(f, mac))
+	}
 	later := now.Add(time.Hour)
-	valid := marshal(newDocument(docID, gobData, seal(docID, now, later, gobData), now, later))
-	withJSON := marshal(newDocument(docID, jsonData, seal(docID, now, later, jsonData), now, later))
-	empty := marshal(newDocument(docID, nil, seal(docID, now, now, nil), now, now))
+	valid := sealed(gobData, later)
+	withJSON := sealed(jsonData, later)
+	empty := sealed(nil, now)
 	var docs [][]byte
 	docs = append(docs, valid, withJSON, empty)
 	docs = append(docs,
@@ -186,9 +190,10 @@ func FuzzDecodeDocument(f *testing.F) {
 		f.Add(doc)
 	}
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-	f.Add(mustMarshal(f, newDocument(fuzzDocID, []byte{0x0d, 0x7f, 0x04}, []byte("forged mac"), now, now)))
+	f.Add(mustMarshal(f, newDocument(sealedFields{docID: fuzzDocID, version: documentVersion, createdAt: now, updatedAt: now, expiresAt: now,
+		data: []byte{0x0d, 0x7f, 0x04}}, []byte("forged mac"))))
 	spy := &spyCodec{}
-	store := &Store{cfg: Config{Codec: spy}, sealer: newDataSealer([][]byte{testHashKey})}
+	store := &Store{cfg: Config{Codec: spy}, sealer: testSealer(f)}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		spy.decoded = nil
 		doc, values, err := store.decodeStored(fuzzDocID, raw)
@@ -196,12 +201,12 @@ func FuzzDecodeDocument(f *testing.F) {
 			if !errors.Is(err, ErrDecode) {
 				t.Fatalf("error %v does not wrap ErrDecode", err)
 			}
-			if spy.decoded != nil && !store.sealer.verify(fuzzDocID, doc.createdAt, doc.expiresAt, spy.decoded, doc.mac) {
+			if spy.decoded != nil && !store.sealer.verify(doc.withData(spy.decoded), doc.mac) {
 				t.Fatalf("data with a bad MAC reached the codec: %x", spy.decoded)
 			}
 			return
 		}
-		if values == nil || !store.sealer.verify(fuzzDocID, doc.createdAt, doc.expiresAt, doc.data, doc.mac) {
+		if values == nil || !store.sealer.verify(doc.sealedFields, doc.mac) {
 			t.Fatal("accepted a document without a valid MAC")
 		}
 		// Success means every field is there with its type.
@@ -335,4 +340,21 @@ func FuzzJSONCodec(f *testing.F) {
 			t.Fatalf("Decode accepted invalid JSON %q as %v", data, values)
 		}
 	})
+}
+
+// testSealer returns the document sealer of a store keyed with testHashKey.
+func testSealer(tb testing.TB) *dataSealer {
+	tb.Helper()
+	s, err := newDataSealer([][]byte{testHashKey})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
+}
+
+// withData returns the document's sealed fields with other data.
+func (s storedSession) withData(data []byte) sealedFields {
+	f := s.sealedFields
+	f.data = data
+	return f
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
-
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // GCComment is the comment attached to the commands of a GC sweep (see
@@ -55,7 +53,7 @@ func (s *Store) sweep(ctx context.Context) {
 	start := time.Now()
 	n, err := s.DeleteExpired(ctx)
 	attrs := []slog.Attr{
-		slog.String("collection", s.coll.Name()),
+		slog.String("collection", s.coll.c.Name()),
 		slog.Int64("deleted", n),
 		slog.Duration("duration", time.Since(start)),
 	}
@@ -86,12 +84,9 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	}
 	opCtx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, s.cfg.GCInterval))
 	defer cancel()
-	res, err := s.coll.DeleteMany(opCtx, expiredFilter(s.cfg.Now()), options.DeleteMany().SetComment(GCComment))
-	if err != nil {
-		if ctx.Err() != nil {
-			return 0, ctx.Err()
-		}
-		return 0, fmt.Errorf("%w: delete expired sessions: %w", ErrDatabase, err)
+	n, err := s.coll.deleteExpired(opCtx, s.cfg.Now())
+	if err != nil && ctx.Err() != nil {
+		return 0, ctx.Err()
 	}
-	return res.DeletedCount, nil
+	return n, err
 }

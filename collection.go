@@ -1,0 +1,305 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+// This file is the store's whole database surface: the document schema, the
+// filters, and every command the store sends, each in its own method.
+// Every command of a request filters on exactly {_id: …}: FerretDB v1
+// answers no other shape without decoding the whole collection.
+
+// Field names of a session document.
+const (
+	fieldID        = "_id"       // hex SHA-256 (or HMAC) of the session ID
+	fieldVersion   = "v"         // format version; absent in version 1
+	fieldData      = "data"      // codec-encoded session values (binary)
+	fieldMAC       = "mac"       // HMAC-SHA256 of the fields the store trusts (binary), checked before decoding
+	fieldCreatedAt = "createdAt" // when the session was first saved
+	fieldUpdatedAt = "updatedAt" // when it was last saved
+	fieldExpiresAt = "expiresAt" // when it expires: idle and absolute timeouts applied
+)
+
+// documentVersion is the format version of the documents the store writes.
+// Version 1 documents (no "v" field) are read, and rewritten as the current
+// version at their next save.
+const documentVersion = 2
+
+// storedSession is a session document as the store reads it back.
+type storedSession struct {
+	sealedFields
+	mac []byte
+}
+
+var errMalformedDocument = errors.New("malformed session document")
+
+// decodeDocument parses a raw session document stored under docID. It
+// never panics, whatever the bytes: documents may have been written by
+// something other than this store.
+func decodeDocument(docID string, raw []byte) (storedSession, error) {
+	s := storedSession{sealedFields: sealedFields{docID: docID, version: 1}}
+	doc := bson.Raw(raw)
+	if err := doc.Validate(); err != nil {
+		return s, fmt.Errorf("%w: %w", errMalformedDocument, err)
+	}
+	if v, err := doc.LookupErr(fieldVersion); err == nil {
+		n, ok := v.AsInt64OK()
+		if !ok || n < 2 || n > documentVersion {
+			return s, fmt.Errorf("%w: unknown format version %v", errMalformedDocument, v)
+		}
+		s.version = int(n)
+	}
+	var err error
+	if s.data, err = lookupBinary(doc, fieldData); err != nil {
+		return s, err
+	}
+	if s.mac, err = lookupBinary(doc, fieldMAC); err != nil {
+		return s, err
+	}
+	if s.createdAt, err = lookupTime(doc, fieldCreatedAt); err != nil {
+		return s, err
+	}
+	if s.updatedAt, err = lookupTime(doc, fieldUpdatedAt); err != nil {
+		return s, err
+	}
+	if s.expiresAt, err = lookupTime(doc, fieldExpiresAt); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+func lookupBinary(doc bson.Raw, field string) ([]byte, error) {
+	v, err := doc.LookupErr(field)
+	if err != nil {
+		return nil, fmt.Errorf("%w: no %s field", errMalformedDocument, field)
+	}
+	subtype, bin, ok := v.BinaryOK()
+	if !ok || subtype != bson.TypeBinaryGeneric {
+		return nil, fmt.Errorf("%w: %s is not generic binary", errMalformedDocument, field)
+	}
+	return bin, nil
+}
+
+func lookupTime(doc bson.Raw, field string) (time.Time, error) {
+	v, err := doc.LookupErr(field)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: no %s field", errMalformedDocument, field)
+	}
+	ms, ok := v.DateTimeOK()
+	if !ok {
+		return time.Time{}, fmt.Errorf("%w: %s is not a date", errMalformedDocument, field)
+	}
+	return time.UnixMilli(ms), nil
+}
+
+// bsonDate converts t to a BSON date (millisecond precision).
+func bsonDate(t time.Time) bson.DateTime { return bson.NewDateTimeFromTime(t) }
+
+func binData(b []byte) bson.Binary { return bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: b} }
+
+// newDocument builds the document inserted for a new session, sealed with
+// mac.
+func newDocument(f sealedFields, mac []byte) bson.D {
+	return bson.D{
+		{Key: fieldID, Value: f.docID},
+		{Key: fieldVersion, Value: int32(f.version)},
+		{Key: fieldData, Value: binData(f.data)},
+		{Key: fieldMAC, Value: binData(mac)},
+		{Key: fieldCreatedAt, Value: bsonDate(f.createdAt)},
+		{Key: fieldUpdatedAt, Value: bsonDate(f.updatedAt)},
+		{Key: fieldExpiresAt, Value: bsonDate(f.expiresAt)},
+	}
+}
+
+// updateDocument sets new values and times on an existing session, sealed
+// with mac (which covers its unchanged createdAt too).
+func updateDocument(f sealedFields, mac []byte) bson.D {
+	return bson.D{{Key: "$set", Value: bson.D{
+		{Key: fieldVersion, Value: int32(f.version)},
+		{Key: fieldData, Value: binData(f.data)},
+		{Key: fieldMAC, Value: binData(mac)},
+		{Key: fieldUpdatedAt, Value: bsonDate(f.updatedAt)},
+		{Key: fieldExpiresAt, Value: bsonDate(f.expiresAt)},
+	}}}
+}
+
+// idFilter matches the document docID.
+func idFilter(docID string) bson.D { return bson.D{{Key: fieldID, Value: docID}} }
+
+// expiredFilter matches the documents that have expired at now.
+func expiredFilter(now time.Time) bson.D {
+	return bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bsonDate(now)}}}}
+}
+
+// live reports whether a document has not expired at now. A document
+// without a date in expiresAt was not written by the store and counts as
+// expired.
+func live(doc bson.Raw, now time.Time) bool {
+	ms, ok := doc.Lookup(fieldExpiresAt).DateTimeOK()
+	return ok && time.UnixMilli(ms).After(now)
+}
+
+// collection issues the store's commands on its MongoDB collection. Errors
+// wrap ErrDatabase and the driver's error.
+type collection struct {
+	c *mongo.Collection
+}
+
+func dbError(op string, err error) error {
+	return fmt.Errorf("%w: %s: %w", ErrDatabase, op, err)
+}
+
+// find returns the document docID, or nil if there is none.
+func (c collection) find(ctx context.Context, docID string) (bson.Raw, error) {
+	raw, err := c.c.FindOne(ctx, idFilter(docID)).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, dbError("load session", err)
+	}
+	return raw, nil
+}
+
+// insert inserts a new session document.
+func (c collection) insert(ctx context.Context, doc bson.D) error {
+	if _, err := c.c.InsertOne(ctx, doc); err != nil {
+		return dbError("insert session", err)
+	}
+	return nil
+}
+
+// update applies change to the document docID, never inserting it, and
+// returns the document as it was before (whole: FerretDB v1 refuses a
+// projection in findAndModify), or nil if there was none.
+func (c collection) update(ctx context.Context, docID string, change bson.D) (bson.Raw, error) {
+	before, err := c.c.FindOneAndUpdate(ctx, idFilter(docID), change,
+		options.FindOneAndUpdate().SetReturnDocument(options.Before)).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, dbError("save session", err)
+	}
+	return before, nil
+}
+
+// remove deletes the document docID and returns it, or nil if there was
+// none.
+func (c collection) remove(ctx context.Context, docID string) (bson.Raw, error) {
+	before, err := c.c.FindOneAndDelete(ctx, idFilter(docID)).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, dbError("delete session", err)
+	}
+	return before, nil
+}
+
+// delete deletes the document docID, if it exists.
+func (c collection) delete(ctx context.Context, docID string) error {
+	if _, err := c.c.DeleteOne(ctx, idFilter(docID)); err != nil {
+		return dbError("delete session", err)
+	}
+	return nil
+}
+
+// deleteExpired deletes every document expired at now, in one command
+// marked with GCComment, and returns how many it deleted.
+func (c collection) deleteExpired(ctx context.Context, now time.Time) (int64, error) {
+	res, err := c.c.DeleteMany(ctx, expiredFilter(now), options.DeleteMany().SetComment(GCComment))
+	if err != nil {
+		return 0, dbError("delete expired sessions", err)
+	}
+	return res.DeletedCount, nil
+}
+
+// indexSpecs returns the collection's index specifications (none if the
+// collection does not exist yet).
+func (c collection) indexSpecs(ctx context.Context) ([]bson.Raw, error) {
+	cur, err := c.c.Indexes().List(ctx)
+	if hasCode(err, codeNamespaceNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, dbError("list indexes", err)
+	}
+	var specs []bson.Raw
+	for cur.Next(ctx) {
+		specs = append(specs, append(bson.Raw(nil), cur.Current...))
+	}
+	if err := errors.Join(cur.Err(), cur.Close(ctx)); err != nil {
+		return nil, dbError("list indexes", err)
+	}
+	return specs, nil
+}
+
+// createExpiresAtIndex creates the index {expiresAt: 1}: with
+// expireAfterSeconds 0 (a TTL index deleting each document at its
+// expiresAt) if ttl, plain otherwise.
+func (c collection) createExpiresAtIndex(ctx context.Context, ttl bool) error {
+	opts := options.Index()
+	if ttl {
+		opts.SetExpireAfterSeconds(ttlExpireAfterSeconds)
+	}
+	_, err := c.c.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys:    bson.D{{Key: fieldExpiresAt, Value: 1}},
+		Options: opts,
+	})
+	if err != nil {
+		return dbError("create index on "+fieldExpiresAt, err)
+	}
+	return nil
+}
+
+// setTTL makes the index called name expire documents at their expiresAt
+// (collMod, expireAfterSeconds 0).
+func (c collection) setTTL(ctx context.Context, name string) error {
+	err := c.c.Database().RunCommand(ctx, bson.D{
+		{Key: "collMod", Value: c.c.Name()},
+		{Key: "index", Value: bson.D{
+			{Key: "name", Value: name},
+			{Key: "expireAfterSeconds", Value: int64(ttlExpireAfterSeconds)},
+		}},
+	}).Err()
+	if err != nil {
+		return dbError("collMod", err)
+	}
+	return nil
+}
+
+// dropIndex drops the index called name; one already gone is fine.
+func (c collection) dropIndex(ctx context.Context, name string) error {
+	if err := c.c.Indexes().DropOne(ctx, name); err != nil && !hasCode(err, codeIndexNotFound) {
+		return dbError("drop index", err)
+	}
+	return nil
+}
+
+// Server error codes the store recognises.
+const (
+	codeNamespaceNotFound   = 26
+	codeIndexNotFound       = 27
+	codeCommandNotFound     = 59
+	codeCommandNotSupported = 115
+	codeNotImplemented      = 238
+)
+
+// unsupported reports whether err says the server does not implement what
+// was asked (FerretDB v1 answers NotImplemented to TTL indexes).
+func unsupported(err error) bool {
+	return hasCode(err, codeNotImplemented) || hasCode(err, codeCommandNotSupported) || hasCode(err, codeCommandNotFound)
+}
+
+func hasCode(err error, code int) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(code)
+}
