@@ -81,6 +81,9 @@ type Config struct {
 	// Logs never contain session IDs or values. Default slog.Default().
 	Logger *slog.Logger
 
+	// afterSweep, when set (by tests), runs after each GC sweep.
+	afterSweep func()
+
 	// Now returns the current time. The store computes expiresAt and filters
 	// reads with it, so application servers' clocks should be in sync with
 	// each other and with the database server. Default time.Now; tests may

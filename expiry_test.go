@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -409,5 +410,274 @@ func TestTTLMonitorDeletesExpiredSessions(t *testing.T) {
 			t.Fatal("the TTL monitor did not delete the expired session within two minutes")
 		}
 		time.Sleep(time.Second)
+	}
+}
+
+func TestExpiredSessionIsNotLoaded(t *testing.T) {
+	clock := newFakeClock()
+	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
+	f.store.MaxAge(60)
+	b, id := saveNew(t, f, map[any]any{"user": "ada"})
+
+	clock.Advance(59 * time.Second)
+	if s, err := load(t, f, b); err != nil || s.IsNew {
+		t.Fatalf("before expiry: IsNew=%v err=%v, want the stored session", s.IsNew, err)
+	}
+	clock.Advance(2 * time.Second)
+	s, err := load(t, f, b)
+	if err != nil {
+		t.Fatalf("Get: %v", err)
+	}
+	if !s.IsNew || len(s.Values) != 0 || s.ID == id {
+		t.Fatalf("expired session loaded: IsNew=%v values=%v", s.IsNew, s.Values)
+	}
+	// Nothing deleted it: the read filter alone kept it out.
+	if n := f.count(t); n != 1 {
+		t.Fatalf("%d documents, want the expired one still there", n)
+	}
+}
+
+func TestExpiryWithRealClock(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, Config{})
+	f.store.MaxAge(1)
+	b, _ := saveNew(t, f, map[any]any{"user": "ada"})
+	if s, err := load(t, f, b); err != nil || s.IsNew {
+		t.Fatalf("fresh session not loaded: IsNew=%v err=%v", s.IsNew, err)
+	}
+	time.Sleep(2100 * time.Millisecond) // securecookie timestamps have one-second resolution
+	s, err := load(t, f, b)
+	if !s.IsNew || len(s.Values) != 0 {
+		t.Fatalf("session loaded after its max age: values=%v err=%v", s.Values, err)
+	}
+}
+
+func TestIdleAndAbsoluteTimeouts(t *testing.T) {
+	clock := newFakeClock()
+	start := clock.Now()
+	f := newFixture(t, Config{Now: clock.Now, AbsoluteTimeout: 150 * time.Second, Expiry: ExpiryNone})
+	f.store.MaxAge(60)
+	b, id := saveNew(t, f, map[any]any{"n": 0})
+
+	// touch loads the session, saves it and returns its expiry and the
+	// response cookie's Max-Age.
+	touch := func() (time.Time, int, error) {
+		t.Helper()
+		var exp time.Time
+		var saveErr error
+		rec := b.do(func(w http.ResponseWriter, r *http.Request) {
+			s, err := f.store.Get(r, testSessionName)
+			if err != nil || s.IsNew {
+				saveErr = fmt.Errorf("load: IsNew=%v err=%v", s.IsNew, err)
+				return
+			}
+			s.Values["n"] = s.Values["n"].(int) + 1
+			if saveErr = s.Save(r, w); saveErr == nil {
+				exp, _ = f.store.ExpiresAt(s)
+			}
+		})
+		maxAge := 0
+		for _, c := range (&http.Response{Header: rec.Header()}).Cookies() {
+			maxAge = c.MaxAge
+		}
+		return exp, maxAge, saveErr
+	}
+
+	clock.Advance(50 * time.Second)
+	exp, maxAge, err := touch()
+	if err != nil || !exp.Equal(start.Add(110*time.Second)) || maxAge != 60 {
+		t.Fatalf("at +50s: expiresAt=+%v maxAge=%d err=%v; want +110s (sliding), 60", exp.Sub(start), maxAge, err)
+	}
+	clock.Advance(50 * time.Second)
+	exp, maxAge, err = touch()
+	if err != nil || !exp.Equal(start.Add(150*time.Second)) || maxAge != 50 {
+		t.Fatalf("at +100s: expiresAt=+%v maxAge=%d err=%v; want +150s (absolute cap), cookie 50", exp.Sub(start), maxAge, err)
+	}
+	stored := readDocument(t, f, id)
+	if got := stored.Lookup(fieldExpiresAt).Time(); !got.Equal(start.Add(150 * time.Second)) {
+		t.Fatalf("document expiresAt = +%v, want +150s", got.Sub(start))
+	}
+	clock.Advance(49 * time.Second)
+	if _, _, err := touch(); err != nil {
+		t.Fatalf("at +149s: %v", err)
+	}
+	clock.Advance(2 * time.Second)
+	if s, _ := load(t, f, b); !s.IsNew {
+		t.Fatal("session loaded past its absolute timeout")
+	}
+
+	// Idle timeout: a session left alone for longer than MaxAge is gone.
+	b2, _ := saveNew(t, f, map[any]any{"n": 0})
+	clock.Advance(61 * time.Second)
+	if s, _ := load(t, f, b2); !s.IsNew {
+		t.Fatal("session loaded after its idle timeout")
+	}
+}
+
+func TestBrowserSessionCookieStillExpiresOnServer(t *testing.T) {
+	clock := newFakeClock()
+	start := clock.Now()
+	f := newFixture(t, Config{Now: clock.Now, DefaultIdleTimeout: time.Hour, Expiry: ExpiryNone})
+	f.store.MaxAge(0)
+	b := newBrowser()
+	rec := b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		s.Values["k"] = "v"
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+		if exp, _ := f.store.ExpiresAt(s); !exp.Equal(start.Add(time.Hour)) {
+			t.Fatalf("expiresAt = +%v, want +1h", exp.Sub(start))
+		}
+	})
+	if c := rec.Result().Cookies()[0]; c.MaxAge != 0 || !c.Expires.IsZero() {
+		t.Fatalf("cookie MaxAge=%d Expires=%v, want a browser-session cookie", c.MaxAge, c.Expires)
+	}
+	clock.Advance(time.Hour + time.Second)
+	if s, _ := load(t, f, b); !s.IsNew {
+		t.Fatal("browser-session cookie kept the session past DefaultIdleTimeout")
+	}
+}
+
+// TestLifetimesAreHonoured checks the ways gorilla users set a session's
+// lifetime: each gives a week, and a client back after two idle days (its
+// cookie's signed timestamp two days old) still has its session.
+func TestLifetimesAreHonoured(t *testing.T) {
+	const week = 7 * 24 * 60 * 60
+	for _, tt := range []struct {
+		name  string
+		store func(s *Store)
+		sess  func(s *sessions.Session)
+	}{
+		{"store.MaxAge", func(s *Store) { s.MaxAge(week) }, nil},
+		{"store.Options replaced", func(s *Store) { s.Options = &sessions.Options{Path: "/", MaxAge: week} }, nil},
+		{"session.Options replaced", nil, func(s *sessions.Session) { s.Options = &sessions.Options{Path: "/", MaxAge: week} }},
+		{"per-session remember me", nil, func(s *sessions.Session) { s.Options.MaxAge = week }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newFakeClock()
+			f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
+			if tt.store != nil {
+				tt.store(f.store)
+			}
+			b := newBrowser()
+			var id string
+			rec := b.do(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := f.store.Get(r, testSessionName)
+				if tt.sess != nil {
+					tt.sess(s)
+				}
+				s.Values["user"] = "ada"
+				if err := s.Save(r, w); err != nil {
+					t.Fatal(err)
+				}
+				id = s.ID
+			})
+			if c := mwSetCookie(rec.Header(), testSessionName); c == nil || c.MaxAge != week {
+				t.Fatalf("cookie %v, want Max-Age %d", rec.Header().Values("Set-Cookie"), week)
+			}
+			clock.Advance(48 * time.Hour)
+			b.cookies[testSessionName].Value = agedCookie(testSessionName, id, testHashKey, 48*time.Hour)
+			s, err := load(t, f, b)
+			if err != nil || s.IsNew || s.Values["user"] != "ada" {
+				t.Fatalf("after two idle days: IsNew=%v values=%v err=%v; want the session", s.IsNew, s.Values, err)
+			}
+			// The server still ends it: a week after the last save.
+			clock.Advance(5*24*time.Hour + time.Second)
+			if s, _ := load(t, f, b); !s.IsNew {
+				t.Fatal("the session outlived its week")
+			}
+		})
+	}
+}
+
+// TestExplicitLifetimeAndAbsoluteTimeout checks how an explicit MaxAge and
+// the absolute timeout interact: the default absolute timeout never cuts an
+// explicit lifetime short, an explicit one does.
+func TestExplicitLifetimeAndAbsoluteTimeout(t *testing.T) {
+	const day = 24 * time.Hour
+	for _, tt := range []struct {
+		name       string
+		absolute   time.Duration
+		maxAge     time.Duration
+		wantExpiry time.Duration // from creation
+		wantAbs    time.Duration // 0: none
+	}{
+		{"30 days, default absolute", 0, 30 * day, 30 * day, 30 * day},
+		{"1 day, default absolute", 0, day, day, 7 * day},
+		{"30 days, explicit 7-day absolute", 7 * day, 30 * day, 7 * day, 7 * day},
+		{"30 days, no absolute", -1, 30 * day, 30 * day, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newFakeClock()
+			f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, AbsoluteTimeout: tt.absolute})
+			f.store.MaxAge(int(tt.maxAge / time.Second))
+			b := newBrowser()
+			rec := b.do(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := f.store.Get(r, testSessionName)
+				s.Values["k"] = 1
+				if err := s.Save(r, w); err != nil {
+					t.Fatal(err)
+				}
+				times, ok := f.store.Times(s)
+				if !ok || !times.ExpiresAt.Equal(clock.Now().Add(tt.wantExpiry)) {
+					t.Fatalf("ExpiresAt %v, want creation + %v", times.ExpiresAt.Sub(clock.Now()), tt.wantExpiry)
+				}
+				if tt.wantAbs == 0 && !times.AbsoluteExpiresAt.IsZero() || tt.wantAbs != 0 && !times.AbsoluteExpiresAt.Equal(clock.Now().Add(tt.wantAbs)) {
+					t.Fatalf("AbsoluteExpiresAt %v, want creation + %v", times.AbsoluteExpiresAt, tt.wantAbs)
+				}
+			})
+			if c := mwSetCookie(rec.Header(), testSessionName); c == nil || c.MaxAge != int(tt.wantExpiry/time.Second) {
+				t.Fatalf("cookie %v, want Max-Age %d", rec.Header().Values("Set-Cookie"), int(tt.wantExpiry/time.Second))
+			}
+		})
+	}
+}
+
+// TestMiddlewareTimesInHandler checks that Store.Times (and ExpiresAt)
+// inside a handler report what the middleware is about to save, not the
+// state before the request.
+func TestMiddlewareTimesInHandler(t *testing.T) {
+	clock := newFakeClock()
+	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
+	f.store.MaxAge(3600)
+	var got SessionTimes
+	var ok bool
+	change := true
+	h := mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		if change {
+			s.Values["n"] = clock.Now().UnixNano()
+		}
+		got, ok = f.store.Times(s)
+		if exp, eok := f.store.ExpiresAt(s); exp != got.ExpiresAt || eok != ok {
+			t.Errorf("ExpiresAt %v %v, Times %v %v", exp, eok, got.ExpiresAt, ok)
+		}
+	}).ServeHTTP
+	b := newBrowser()
+	created := clock.Now()
+	b.do(h) // a new session that the middleware will insert
+	if !ok || !got.ExpiresAt.Equal(created.Add(time.Hour)) || !got.CreatedAt.Equal(created) {
+		t.Fatalf("new session: Times %+v %v, want expiry %v", got, ok, created.Add(time.Hour))
+	}
+	clock.Advance(10 * time.Minute)
+	b.do(h) // changed: will be saved now
+	if !got.ExpiresAt.Equal(clock.Now().Add(time.Hour)) || !got.CreatedAt.Equal(created) || !got.AbsoluteExpiresAt.Equal(created.Add(DefaultAbsoluteTimeout)) {
+		t.Fatalf("changed session: Times %+v, want expiry %v", got, clock.Now().Add(time.Hour))
+	}
+	saved := got.ExpiresAt
+	change = false
+	clock.Advance(time.Second)
+	b.do(h) // read-only, within the touch interval: nothing is written
+	if !got.ExpiresAt.Equal(saved) {
+		t.Fatalf("read-only session: ExpiresAt %v, want the stored %v", got.ExpiresAt, saved)
+	}
+	if doc, _ := mwBrowserDocument(t, f, b); !mwDate(t, doc, fieldExpiresAt).Equal(saved) {
+		t.Fatalf("document expiresAt %v, want %v", mwDate(t, doc, fieldExpiresAt), saved)
+	}
+	// A new session the handler leaves empty is not stored.
+	change = false
+	newBrowser().do(h)
+	if ok {
+		t.Fatal("Times reports a new, empty session as stored")
 	}
 }

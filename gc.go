@@ -50,6 +50,9 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) error {
 
 // sweep runs DeleteExpired once and logs the outcome.
 func (s *Store) sweep(ctx context.Context) {
+	if s.cfg.afterSweep != nil {
+		defer s.cfg.afterSweep()
+	}
 	start := time.Now()
 	n, err := s.DeleteExpired(ctx)
 	attrs := []slog.Attr{

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -245,26 +244,6 @@ func TestGCSurvivesFailingSweeps(t *testing.T) {
 	if !errors.Is(err, ErrDatabase) {
 		t.Fatalf("DeleteExpired on a dead server = %v, want ErrDatabase", err)
 	}
-}
-
-func TestDatabaseErrorsAreWrapped(t *testing.T) {
-	f := newFixture(t, Config{})
-	b, _ := saveNew(t, f, map[any]any{"k": "v"})
-	client := f.coll.Database().Client()
-	if err := client.Disconnect(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	s, err := load(t, f, b)
-	if !errors.Is(err, ErrDatabase) || s == nil || !s.IsNew {
-		t.Fatalf("Get on a disconnected client = %v (session %v); want ErrDatabase and a new session", err, s)
-	}
-	b.do(func(w http.ResponseWriter, r *http.Request) {
-		s, _ := f.store.New(r, "fresh")
-		s.Values["k"] = "v"
-		if err := s.Save(r, w); !errors.Is(err, ErrDatabase) {
-			t.Fatalf("Save on a disconnected client = %v, want ErrDatabase", err)
-		}
-	})
 }
 
 func TestRunGCAfterClose(t *testing.T) {

@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,6 +95,15 @@ func newFixture(t testing.TB, cfg Config, keyPairs ...[]byte) *storeFixture {
 	if len(keyPairs) == 0 {
 		keyPairs = [][]byte{testHashKey}
 	}
+	firstSweep := make(chan struct{})
+	var once sync.Once
+	hook := cfg.afterSweep
+	cfg.afterSweep = func() {
+		once.Do(func() { close(firstSweep) })
+		if hook != nil {
+			hook()
+		}
+	}
 	store, err := NewStore(context.Background(), f.coll, cfg, keyPairs...)
 	if err != nil {
 		t.Fatalf("NewStore: %v", err)
@@ -105,9 +113,10 @@ func newFixture(t testing.TB, cfg Config, keyPairs ...[]byte) *storeFixture {
 	if store.gcDone != nil {
 		// Let the GC's first sweep (at start) finish, so that tests counting
 		// commands count only their own.
-		deadline := time.Now().Add(10 * time.Second)
-		for !strings.Contains(f.logs.String(), "mongostore: gc sweep") && time.Now().Before(deadline) {
-			time.Sleep(time.Millisecond)
+		select {
+		case <-firstSweep:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the GC's first sweep did not finish within 30s")
 		}
 	}
 	f.cmds.reset()

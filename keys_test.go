@@ -2,7 +2,10 @@ package mongostore
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"net/http"
@@ -169,5 +172,126 @@ func TestMACKeysAreDerivedPerVersion(t *testing.T) {
 	f.version = 1
 	if s.verify(f, mac) {
 		t.Fatal("a version 2 MAC verifies as version 1")
+	}
+}
+
+func TestDatabaseNeverHoldsRawSessionID(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		key  []byte
+	}{{"sha256", nil}, {"hmac", bytes.Repeat([]byte{0x44}, 32)}} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, Config{IDHashKey: tt.key})
+			_, id := saveNew(t, f, map[any]any{"k": "v"})
+			raw, _ := idEncoding.DecodeString(id)
+
+			var want string
+			if tt.key == nil {
+				sum := sha256.Sum256([]byte(id))
+				want = hex.EncodeToString(sum[:])
+			} else {
+				m := hmac.New(sha256.New, tt.key)
+				m.Write([]byte(id))
+				want = hex.EncodeToString(m.Sum(nil))
+			}
+			cur, err := f.coll.Find(context.Background(), bson.D{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var docs []bson.Raw
+			if err := cur.All(context.Background(), &docs); err != nil || len(docs) != 1 {
+				t.Fatalf("documents: %d, %v", len(docs), err)
+			}
+			if got := docs[0].Lookup(fieldID).StringValue(); got != want {
+				t.Fatalf("_id = %s, want %s", got, want)
+			}
+			if bytes.Contains(docs[0], []byte(id)) || bytes.Contains(docs[0], raw) || strings.Contains(docs[0].String(), id) {
+				t.Fatal("the document contains the raw session ID")
+			}
+		})
+	}
+}
+
+func TestKeyRotation(t *testing.T) {
+	client := testClient(t, nil)
+	coll := testCollection(t, client)
+	newStore := func(keys ...[]byte) *storeFixture {
+		s, err := NewStore(context.Background(), coll, Config{Expiry: ExpiryNone}, keys...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return &storeFixture{store: s, coll: coll, cmds: &commandLog{}}
+	}
+	oldKeys := newStore(otherHashKey, testBlockKey)
+	rotated := newStore(testHashKey, nil, otherHashKey, testBlockKey)
+	onlyNew := newStore(testHashKey)
+
+	b, _ := saveNew(t, oldKeys, map[any]any{"user": "ada"})
+	if s, err := load(t, rotated, b); err != nil || s.IsNew || s.Values["user"] != "ada" {
+		t.Fatalf("rotated store cannot read an old-key cookie: IsNew=%v err=%v", s.IsNew, err)
+	}
+	// A save re-issues the cookie with the first (new) key pair.
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := rotated.store.Get(r, testSessionName)
+		s.Values["n"] = 1
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if s, err := load(t, onlyNew, b); err != nil || s.IsNew || s.Values["user"] != "ada" {
+		t.Fatalf("re-issued cookie not signed with the new key: IsNew=%v err=%v", s.IsNew, err)
+	}
+	if s, err := load(t, oldKeys, b); !s.IsNew || !errors.Is(err, ErrInvalidCookie) {
+		t.Fatalf("old-key store read a new-key cookie: IsNew=%v err=%v", s.IsNew, err)
+	}
+}
+
+func TestForeignDataNeverReachesTheCodec(t *testing.T) {
+	spy := &spyCodec{}
+	f := newFixture(t, Config{Codec: spy})
+	b, id := saveNew(t, f, map[any]any{"user": "ada"})
+	docID := f.store.hasher.docID(id)
+
+	// Someone with write access to the collection, but not the app's keys,
+	// replaces the data (a crafted gob stream can exhaust memory).
+	hostile := []byte("\r\x7f\x04\x01\x02\xff0\x00\x01\x10\x01\x10\x00\x007\xff\x80")
+	if _, err := f.coll.UpdateOne(context.Background(), bson.D{{Key: fieldID, Value: docID}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: fieldData, Value: bson.Binary{Data: hostile}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	spy.decoded = nil
+	s, err := load(t, f, b)
+	if !errors.Is(err, ErrDecode) || !s.IsNew {
+		t.Fatalf("Get = IsNew %v, %v; want a fresh session and ErrDecode", s.IsNew, err)
+	}
+	if spy.decoded != nil {
+		t.Fatalf("the codec was given unauthenticated data %q", spy.decoded)
+	}
+
+	// Data moved from another session's document fails too: the MAC binds
+	// the data to its _id.
+	_, other := saveNew(t, f, map[any]any{"user": "eve"})
+	otherDoc := readDocument(t, f, other)
+	if _, err := f.coll.UpdateOne(context.Background(), bson.D{{Key: fieldID, Value: docID}},
+		bson.D{{Key: "$set", Value: bson.D{
+			{Key: fieldData, Value: otherDoc.Lookup(fieldData)},
+			{Key: fieldMAC, Value: otherDoc.Lookup(fieldMAC)},
+		}}}); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := load(t, f, b); !errors.Is(err, ErrDecode) || s.Values["user"] == "eve" {
+		t.Fatalf("swapped data accepted: %v, %v", s.Values, err)
+	}
+
+	// A store whose keys rotated still reads documents sealed with the old key.
+	rotated, err := NewStore(context.Background(), f.coll, Config{Expiry: ExpiryNone, Codec: spy}, otherHashKey, nil, testHashKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := saveNew(t, f, map[any]any{"user": "ada"})
+	rf := &storeFixture{store: rotated, coll: f.coll, cmds: f.cmds}
+	if s, err := load(t, rf, b2); err != nil || s.Values["user"] != "ada" {
+		t.Fatalf("rotated store: %v, %v", s.Values, err)
 	}
 }

@@ -1,15 +1,10 @@
 package mongostore
 
 import (
-	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -17,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mongostore/mongostore/internal/testserver"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -39,7 +35,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("MONGODB_URI") != "" || fuzzWorker() {
 		os.Exit(m.Run())
 	}
-	uri, stop, err := startEmbeddedServer()
+	uri, stop, err := testserver.Run()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "mongostore tests: start embedded server:", err)
 		os.Exit(1)
@@ -61,74 +57,6 @@ func TestMain(m *testing.M) {
 func fuzzWorker() bool {
 	f := flag.Lookup("test.fuzzworker")
 	return f != nil && f.Value.String() == "true"
-}
-
-// startEmbeddedServer builds ./embeddb/cmd/embeddb and runs it with its data
-// in a temporary directory. stop ends it and removes the data.
-func startEmbeddedServer() (uri string, stop func() error, err error) {
-	dir, err := os.MkdirTemp("", "mongostore-test-")
-	if err != nil {
-		return "", nil, err
-	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(dir)
-		}
-	}()
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		return "", nil, fmt.Errorf("the go command is needed to build the embedded server: %w", err)
-	}
-	bin := filepath.Join(dir, "embeddb")
-	build := exec.Command(goCmd, "build", "-o", bin, "./cmd/embeddb")
-	build.Dir = "embeddb"
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", nil, fmt.Errorf("go build ./embeddb/cmd/embeddb: %w\n%s", err, out)
-	}
-
-	cmd := exec.Command(bin, "-dir", filepath.Join(dir, "data"), "-stdin")
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return "", nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return "", nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return "", nil, err
-	}
-	waitErr := make(chan error, 1)
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		waitErr <- cmd.Wait()
-	}()
-	select {
-	case uri = <-lines:
-	case err := <-waitErr:
-		return "", nil, fmt.Errorf("embedded server exited: %v", err)
-	case <-time.After(time.Minute):
-		_ = cmd.Process.Kill()
-		return "", nil, errors.New("embedded server did not print its URI within a minute")
-	}
-	stop = func() error {
-		defer os.RemoveAll(dir)
-		stdin.Close() // the server stops at EOF on standard input
-		select {
-		case err := <-waitErr:
-			return err
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			return errors.New("embedded server did not stop within 30s; killed")
-		}
-	}
-	return uri, stop, nil
 }
 
 // commandLog records the commands a client sends, by name.

@@ -198,8 +198,9 @@ func (s *Store) decodeStored(docID string, raw []byte) (storedSession, map[any]a
 // otherwise Save returns ErrSessionGone and the session stays ended. Any
 // other session is inserted under a freshly generated ID. Values that
 // cannot be encoded give ErrEncode, values larger than Config.MaxSize give
-// ErrTooLarge; nothing is written then either. A loaded session whose ID the application changed (for
-// example cleared, to rotate it) is saved as RegenerateID would.
+// ErrTooLarge; nothing is written then either. A loaded session whose ID
+// the application changed (for example cleared, to rotate it) is saved as
+// RegenerateID would.
 //
 // Save is not stopped by the request's context: a client that hangs up, or
 // a request deadline that passes, does not lose the change. It is bounded by
@@ -208,6 +209,15 @@ func (s *Store) decodeStored(docID string, raw []byte) (storedSession, map[any]a
 // browsers drop the cookie; Save refuses other options with an error
 // wrapping ErrInvalidConfig before writing anything.
 func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
+	return s.write(r, w, session, s.save)
+}
+
+// write runs op, the save or the regeneration of session, after what both
+// share: a context bounded by Config.Timeout but not cancelled with the
+// request, the options checked, and the deletion of a session whose
+// Options.MaxAge is negative.
+func (s *Store) write(r *http.Request, w http.ResponseWriter, session *sessions.Session,
+	op func(context.Context, http.ResponseWriter, *sessions.Session) error) error {
 	ctx, cancel := s.opContext(r.Context(), true)
 	defer cancel()
 	deleting, err := s.prepare(session)
@@ -217,9 +227,14 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 	if deleting {
 		return s.delete(ctx, w, session)
 	}
+	return op(ctx, w, session)
+}
+
+// save is Save once write has done its part.
+func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessions.Session) error {
 	st, stored := s.states.get(session)
 	if stored && st.docID != s.hasher.docID(session.ID) {
-		return s.RegenerateID(r, w, session)
+		return s.regenerate(ctx, w, session)
 	}
 	data, err := s.encode(session.Values)
 	if err != nil {
@@ -339,19 +354,15 @@ func (s *Store) delete(ctx context.Context, w http.ResponseWriter, session *sess
 // under the old one, so values set for new privileges cannot reach an ID an
 // attacker may have planted.
 func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
-	ctx, cancel := s.opContext(r.Context(), true)
-	defer cancel()
-	deleting, err := s.prepare(session)
-	if err != nil {
-		return err
-	}
-	if deleting {
-		return s.delete(ctx, w, session)
-	}
+	return s.write(r, w, session, s.regenerate)
+}
+
+// regenerate is RegenerateID once write has done its part.
+func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *sessions.Session) error {
 	st, stored := s.states.get(session)
 	if !stored {
 		s.detach(session)
-		return s.Save(r, w, session)
+		return s.save(ctx, w, session)
 	}
 	data, err := s.encode(session.Values)
 	if err != nil {

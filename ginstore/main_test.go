@@ -1,15 +1,10 @@
 package ginstore_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -19,6 +14,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/mongostore/mongostore"
+	"github.com/mongostore/mongostore/internal/testserver"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
@@ -38,7 +34,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv("MONGODB_URI") != "" {
 		os.Exit(m.Run())
 	}
-	uri, stop, err := startEmbeddedServer()
+	uri, stop, err := testserver.Run()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ginstore tests: start embedded server:", err)
 		os.Exit(1)
@@ -52,86 +48,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// startEmbeddedServer builds ../embeddb/cmd/embeddb and runs it with its
-// data in a temporary directory. It returns the server's URI, which the
-// server prints as its first line, and a function that stops the server (by
-// closing its standard input) and removes the data.
-func startEmbeddedServer() (uri string, stop func() error, err error) {
-	dir, err := os.MkdirTemp("", "ginstore-test-")
-	if err != nil {
-		return "", nil, err
-	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(dir)
-		}
-	}()
-	goCmd, err := exec.LookPath("go")
-	if err != nil {
-		return "", nil, fmt.Errorf("the go command is needed to build the embedded server: %w", err)
-	}
-	bin := filepath.Join(dir, "embeddb")
-	build := exec.Command(goCmd, "build", "-o", bin, "./cmd/embeddb")
-	build.Dir = filepath.Join("..", "embeddb")
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", nil, fmt.Errorf("go build ../embeddb/cmd/embeddb: %w\n%s", err, out)
-	}
-
-	// Cancelling ctx kills the server; it is the last resort of stop.
-	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, bin, "-dir", filepath.Join(dir, "data"), "-stdin")
-	cmd.Stderr = os.Stderr
-	cmd.WaitDelay = 5 * time.Second // bounds Wait once the server is gone or killed
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		cancel()
-		return "", nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		cancel()
-		return "", nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		cancel()
-		return "", nil, err
-	}
-	lines := make(chan string, 1)
-	waitErr := make(chan error, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		waitErr <- cmd.Wait()
-	}()
-	select {
-	case uri = <-lines:
-	case err := <-waitErr:
-		cancel()
-		return "", nil, fmt.Errorf("embedded server exited before printing its URI: %v", err)
-	case <-time.After(time.Minute):
-		cancel()
-		<-waitErr
-		return "", nil, errors.New("embedded server did not print its URI within a minute; killed")
-	}
-	stop = func() error {
-		defer os.RemoveAll(dir)
-		defer cancel()
-		stdin.Close() // the server stops at EOF on its standard input
-		select {
-		case err := <-waitErr:
-			return err
-		case <-time.After(30 * time.Second):
-			cancel()
-			<-waitErr
-			return errors.New("embedded server did not stop within 30s; killed")
-		}
-	}
-	return uri, stop, nil
 }
 
 // testClient connects to the test server, until the test ends.

@@ -1,0 +1,310 @@
+package mongostore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/securecookie"
+	"github.com/gorilla/sessions"
+)
+
+// unusableCookie is a cookie value the store must refuse.
+type unusableCookie struct{ name, value string }
+
+// unusableCookies returns one cookie value of each kind the store must
+// refuse, made from valid, a cookie value the store s wrote.
+func unusableCookies(tb testing.TB, s *Store, valid string) []unusableCookie {
+	tb.Helper()
+	encode := func(name string, value []byte, codecs ...securecookie.Codec) string {
+		v, err := securecookie.EncodeMulti(name, value, codecs...)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return v
+	}
+	foreign := securecookie.New(otherHashKey, nil).SetSerializer(securecookie.NopEncoder{})
+	return []unusableCookie{
+		{"tampered", flipCookie(valid)},
+		{"truncated", valid[:len(valid)-5]},
+		{"empty", ""},
+		{"garbage", "%%%not base64%%%"},
+		{"huge", strings.Repeat("A", 5000)},
+		{"foreign key", encode(testSessionName, []byte(newSessionID()), foreign)},
+		{"malformed ID", encode(testSessionName, []byte("not-a-session-id"), s.codecs...)},
+		{"signed for another name", encode("other", []byte(newSessionID()), s.codecs...)},
+	}
+}
+
+// flipCookie returns a cookie value with one character in its middle
+// changed to another valid base64 character, so that it still decodes but
+// fails its MAC.
+func flipCookie(v string) string {
+	b := []byte(v)
+	i := len(b) / 2
+	if b[i] == 'A' {
+		b[i] = 'B'
+	} else {
+		b[i] = 'A'
+	}
+	return string(b)
+}
+
+func TestNewSessionDefaults(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone}) // no GC sweeps among the counted commands
+	want := sessions.Options{Path: "/", MaxAge: DefaultMaxAge, HttpOnly: true, SameSite: http.SameSiteLaxMode}
+	if *f.store.Options != want {
+		t.Fatalf("store.Options = %+v, want %+v", *f.store.Options, want)
+	}
+	f.store.Options.Domain = "example.test" // a user's change is copied verbatim
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	s, err := f.store.New(r, testSessionName)
+	if err != nil || s == nil {
+		t.Fatalf("New = %v, %v", s, err)
+	}
+	if !s.IsNew || s.ID != "" || len(s.Values) != 0 || s.Name() != testSessionName || s.Store() != f.store {
+		t.Fatalf("new session = %+v", s)
+	}
+	if s.Options == f.store.Options {
+		t.Fatal("session shares the store's Options instead of a copy")
+	}
+	if *s.Options != *f.store.Options {
+		t.Fatalf("session options %+v differ from the store's %+v", *s.Options, *f.store.Options)
+	}
+	s2, _ := f.store.Get(r, testSessionName)
+	s3, _ := f.store.Get(r, testSessionName)
+	if s2 != s3 {
+		t.Fatal("Get returned different sessions for one request and name (no registry)")
+	}
+	if got := f.cmds.count.Load(); got != 0 {
+		t.Fatalf("a request without cookie sent %d commands, want 0", got)
+	}
+}
+
+func TestUnusableCookies(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.store.MaxAge(3600)
+	b, _ := saveNew(t, f, map[any]any{"k": "v"})
+	good := b.cookies[testSessionName].Value
+
+	for _, tt := range unusableCookies(t, f.store, good) {
+		t.Run(tt.name, func(t *testing.T) {
+			f.cmds.reset()
+			b := &browser{cookies: map[string]*http.Cookie{testSessionName: {Name: testSessionName, Value: tt.value}}}
+			rec := httptest.NewRecorder()
+			r := b.request()
+			s, err := f.store.Get(r, testSessionName)
+			if s == nil || !s.IsNew || s.ID != "" || len(s.Values) != 0 {
+				t.Fatalf("Get gave %+v, want a fresh session", s)
+			}
+			if tt.value != "" && !errors.Is(err, ErrInvalidCookie) {
+				t.Fatalf("error = %v, want ErrInvalidCookie", err)
+			}
+			// securecookie's own errors are visible to errors.Is too.
+			if tt.name == "tampered" && !errors.Is(err, securecookie.ErrMacInvalid) {
+				t.Fatalf("error %v, want securecookie.ErrMacInvalid", err)
+			}
+			if n := f.cmds.count.Load(); n != 0 {
+				t.Fatalf("%d database commands for a cookie that fails its check, want 0", n)
+			}
+			if len(rec.Header()) != 0 {
+				t.Fatal("Get wrote to the response")
+			}
+		})
+	}
+
+	t.Run("expired signed timestamp", func(t *testing.T) {
+		t.Parallel()
+		f := newFixture(t, Config{})
+		f.store.MaxAge(1)
+		b, _ := saveNew(t, f, map[any]any{"k": "v"})
+		f.store.MaxAge(3600) // the document lives on; only the cookie's timestamp expires
+		for _, c := range f.store.codecs {
+			c.(*securecookie.SecureCookie).MaxAge(1)
+		}
+		time.Sleep(2100 * time.Millisecond)
+		f.cmds.reset()
+		s, err := load(t, f, b)
+		if !s.IsNew || !errors.Is(err, ErrInvalidCookie) || f.cmds.count.Load() != 0 {
+			t.Fatalf("IsNew=%v err=%v commands=%d; want fresh session, ErrInvalidCookie, no query", s.IsNew, err, f.cmds.count.Load())
+		}
+	})
+}
+
+func TestNilStoreOptionsFallBackToDefaults(t *testing.T) {
+	f := newFixture(t, Config{})
+	f.store.Options = nil
+	b, _ := saveNew(t, f, map[any]any{"k": "v"})
+	if c := b.cookies[testSessionName]; c.MaxAge != DefaultMaxAge || !c.HttpOnly || c.Path != "/" {
+		t.Fatalf("cookie %+v, want the default attributes", c)
+	}
+}
+
+// TestCookiePrefixes checks that Save refuses options browsers would drop a
+// __Host- or __Secure- cookie for, before writing anything.
+func TestCookiePrefixes(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		opts sessions.Options
+		ok   bool
+	}{
+		{"__Host-sid", sessions.Options{Path: "/", Secure: true}, true},
+		{"__Host-sid", sessions.Options{Path: "/"}, false},
+		{"__Host-sid", sessions.Options{Path: "/app", Secure: true}, false},
+		{"__Host-sid", sessions.Options{Path: "/", Secure: true, Domain: "example.test"}, false},
+		{"__host-sid", sessions.Options{Path: "/"}, false},
+		{"__Secure-sid", sessions.Options{Path: "/app", Secure: true, Domain: "example.test"}, true},
+		{"__Secure-sid", sessions.Options{Path: "/"}, false},
+		{"sid", sessions.Options{Path: "/"}, true},
+	} {
+		t.Run(fmt.Sprintf("%s %+v", tt.name, tt.opts), func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone})
+			opts := tt.opts
+			f.store.Options = &opts
+			r := httptest.NewRequest(http.MethodGet, "https://example.test/", nil)
+			s, _ := f.store.New(r, tt.name)
+			s.Values["k"] = "v"
+			rec := httptest.NewRecorder()
+			err := s.Save(r, rec)
+			if tt.ok {
+				c := mwSetCookie(rec.Header(), tt.name)
+				if err != nil || c == nil || c.Secure != opts.Secure {
+					t.Fatalf("Save = %v, cookie %v", err, rec.Header().Values("Set-Cookie"))
+				}
+				return
+			}
+			if !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), tt.name) {
+				t.Fatalf("Save = %v, want ErrInvalidConfig naming the cookie", err)
+			}
+			if f.count(t) != 0 || len(rec.Header().Values("Set-Cookie")) != 0 {
+				t.Fatal("a refused save wrote a document or a cookie")
+			}
+		})
+	}
+}
+
+// TestMiddlewareTossedCookie checks cookie tossing: a garbage cookie of the
+// same name sent before the real one (a sibling subdomain can set one) must
+// not hide the real session, so a logout really ends it.
+func TestMiddlewareTossedCookie(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNew(t, f, map[any]any{"user": "alice"})
+	valid := b.cookies[testSessionName].Value
+	garbage := flipCookie(mwCookieFor(t, f.store)) // fails its MAC
+	request := func(logout bool) (*sessions.Session, *httptest.ResponseRecorder) {
+		var seen *sessions.Session
+		h := mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			seen = s
+			if logout {
+				s.Options.MaxAge = -1
+			}
+			w.WriteHeader(http.StatusSeeOther)
+		})
+		r := httptest.NewRequest(http.MethodPost, "/logout", nil)
+		r.Header.Set("Cookie", testSessionName+"="+garbage+"; "+testSessionName+"="+valid)
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, r)
+		return seen, rec
+	}
+	if s, _ := request(false); s.IsNew || s.Values["user"] != "alice" {
+		t.Fatalf("with a tossed cookie first: IsNew=%v values=%v; want the real session", s.IsNew, s.Values)
+	}
+	if _, rec := request(true); rec.Code != http.StatusSeeOther {
+		t.Fatalf("logout answered %d", rec.Code)
+	}
+	if n := f.count(t); n != 0 {
+		t.Fatalf("%d documents after the logout, want 0: the real session survived", n)
+	}
+}
+
+// FuzzDecodeCookie checks that any cookie value is either a valid session ID
+// or rejected, without a panic, and that a rejected cookie gives New a fresh
+// session without a database query.
+func FuzzDecodeCookie(f *testing.F) {
+	// Two codecs: one signing and encrypting, one only signing.
+	store, storeCmds := mwUnreachableStore(f, Config{Logger: slog.New(slog.DiscardHandler)})
+	if store.codecs, _, _ = newCookieCodecs([][]byte{testHashKey, testBlockKey, otherHashKey, nil}); len(store.codecs) != 2 {
+		f.Fatal("want two cookie codecs")
+	}
+	encode := func(name string, value []byte, codecs ...securecookie.Codec) string {
+		v, err := securecookie.EncodeMulti(name, value, codecs...)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return v
+	}
+	id := newSessionID()
+	encrypted := encode(testSessionName, []byte(id), store.codecs[0])
+	signed := encode(testSessionName, []byte(id), store.codecs[1])
+	for _, v := range []string{encrypted, signed} {
+		if got, err := store.decodeCookie(testSessionName, v); err != nil || got != id {
+			f.Fatalf("decodeCookie of a valid cookie = %q, %v; want %q", got, err, id)
+		}
+	}
+	for _, seed := range []string{
+		encrypted,
+		signed,
+		encrypted[:len(encrypted)/2],
+		signed[:len(signed)-1],
+		flipCookie(encrypted),
+		flipCookie(signed),
+		encode(testSessionName, []byte("short"), store.codecs[0]),                       // valid signature, malformed ID
+		encode(testSessionName, []byte(id+"="), store.codecs[1]),                        // padded ID
+		encode(testSessionName, []byte(strings.Repeat("A", idLength)), store.codecs[1]), // valid form
+		encode("other", []byte(id), store.codecs[0]),                                    // signed for another name
+		encode(testSessionName, []byte{}, store.codecs[1]),
+		"",
+		"|",
+		"||",
+		"MTcwMDAwMDAwMHx8",
+		"\"quoted\"",
+		"a;b=c",
+		"\x00\xff\xfe",
+		strings.Repeat("A", 5000),
+		"ZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZZ",
+	} {
+		f.Add(seed)
+	}
+
+	f.Fuzz(func(t *testing.T, value string) {
+		id, err := store.decodeCookie(testSessionName, value)
+		switch {
+		case err == nil && !validSessionID(id):
+			t.Fatalf("decodeCookie(%q) = %q, an invalid session ID, and no error", value, id)
+		case err != nil && !errors.Is(err, ErrInvalidCookie):
+			t.Fatalf("decodeCookie(%q) error %v does not wrap ErrInvalidCookie", value, err)
+		case err != nil && id != "":
+			t.Fatalf("decodeCookie(%q) = %q with error %v", value, id, err)
+		}
+
+		// What reaches the store is the cookie as net/http parses it from
+		// the request, which may differ from value (or be absent).
+		req, _ := http.NewRequest(http.MethodGet, "http://example.test/", nil)
+		req.Header.Set("Cookie", testSessionName+"="+value)
+		c, cerr := req.Cookie(testSessionName)
+		if cerr == nil {
+			if _, err := store.decodeCookie(testSessionName, c.Value); err == nil {
+				return // a valid cookie: New would query the (unreachable) database
+			}
+		}
+		storeCmds.reset()
+		s, err := store.New(req, testSessionName)
+		if s == nil || !s.IsNew || s.ID != "" || len(s.Values) != 0 || s.Options == nil {
+			t.Fatalf("New with cookie %q = %+v, want a fresh session", value, s)
+		}
+		if cerr == nil && !errors.Is(err, ErrInvalidCookie) {
+			t.Fatalf("New with cookie %q: error %v, want ErrInvalidCookie", value, err)
+		}
+		if cerr != nil && err != nil {
+			t.Fatalf("New without a parsable cookie: error %v, want none", err)
+		}
+		if n := storeCmds.count.Load(); n != 0 {
+			t.Fatalf("New with cookie %q sent %d commands, want none", value, n)
+		}
+	})
+}

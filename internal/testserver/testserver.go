@@ -1,0 +1,134 @@
+// Package testserver runs the embedded FerretDB server of the nested module
+// embeddb (embeddb/cmd/embeddb) in a child process, for the tests of
+// mongostore's modules: the library, the sample app, the gin adapter.
+//
+// It starts a process rather than importing embeddb so that the library's
+// go.mod never requires FerretDB; it only needs the go command.
+package testserver
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"time"
+)
+
+// buildTimeout bounds the build of the server; the first one compiles
+// FerretDB and takes minutes on a small machine.
+const buildTimeout = 10 * time.Minute
+
+// Build builds the embedded server's command into dir and returns the
+// path of the executable.
+func Build(dir string) (string, error) {
+	_, self, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("testserver: cannot locate its own source")
+	}
+	moduleDir := filepath.Join(filepath.Dir(self), "..", "..", "embeddb")
+	goCmd, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("testserver: the go command is needed to build the embedded server: %w", err)
+	}
+	bin := filepath.Join(dir, "embeddb")
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, goCmd, "build", "-o", bin, "./cmd/embeddb")
+	cmd.Dir = moduleDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("testserver: go build ./cmd/embeddb in %s: %w\n%s", moduleDir, err, out)
+	}
+	return bin, nil
+}
+
+// Process is an embedded server running in a child process.
+type Process struct {
+	// URI is the server's MongoDB connection string.
+	URI   string
+	stdin io.Closer
+	done  chan error
+	kill  func() error
+}
+
+// Start runs the server executable bin (see Build) with its files in
+// dataDir, on a free loopback port, and returns once the server accepts
+// connections. Its own logs go to standard error.
+func Start(bin, dataDir string) (*Process, error) {
+	cmd := exec.Command(bin, "-dir", dataDir, "-addr", "127.0.0.1:0", "-stdin")
+	cmd.Stderr = os.Stderr
+	cmd.WaitDelay = 10 * time.Second // Wait returns even if the output pipes stay open
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("testserver: start %s: %w", bin, err)
+	}
+	p := &Process{stdin: stdin, done: make(chan error, 1), kill: cmd.Process.Kill}
+	lines := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		if sc.Scan() {
+			lines <- sc.Text()
+		}
+		_, _ = io.Copy(io.Discard, stdout)
+		p.done <- cmd.Wait()
+	}()
+	select {
+	case p.URI = <-lines:
+		return p, nil
+	case err := <-p.done:
+		return nil, fmt.Errorf("testserver: the embedded server exited before it printed its URI: %v", err)
+	case <-time.After(time.Minute):
+		_ = cmd.Process.Kill()
+		<-p.done
+		return nil, errors.New("testserver: the embedded server did not print its URI within a minute")
+	}
+}
+
+// Stop stops the server (it stops when its standard input closes) and
+// waits for it, killing it if it has not stopped within 30 seconds.
+func (p *Process) Stop() error {
+	p.stdin.Close()
+	select {
+	case err := <-p.done:
+		return err
+	case <-time.After(30 * time.Second):
+		_ = p.kill()
+		<-p.done
+		return errors.New("testserver: the embedded server did not stop within 30s; killed")
+	}
+}
+
+// Run starts a server with its executable and data in a new temporary
+// directory, for a test binary's TestMain. stop stops it and removes the
+// directory.
+func Run() (uri string, stop func() error, err error) {
+	dir, err := os.MkdirTemp("", "mongostore-testserver-")
+	if err != nil {
+		return "", nil, err
+	}
+	bin, err := Build(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	p, err := Start(bin, filepath.Join(dir, "data"))
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", nil, err
+	}
+	return p.URI, func() error {
+		defer os.RemoveAll(dir)
+		return p.Stop()
+	}, nil
+}
