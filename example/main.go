@@ -232,10 +232,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	}
 
 	coll := client.Database(cfg.DBName).Collection(collectionName)
-	store, err := mongostore.NewStore(startCtx, coll, mongostore.Config{
-		AbsoluteTimeout: max(mongostore.DefaultAbsoluteTimeout, cfg.MaxAge),
-		Logger:          logger,
-	}, cfg.SessionKey)
+	// Config.AbsoluteTimeout stays unset: a session then lives at most 7
+	// days from its creation, or its MaxAge if that is longer.
+	store, err := mongostore.NewStore(startCtx, coll, mongostore.Config{Logger: logger}, cfg.SessionKey)
 	if err != nil {
 		return fmt.Errorf("session store: %w", err)
 	}
