@@ -10,10 +10,13 @@
 //
 //	ADDR             address to listen on (default 127.0.0.1:8080)
 //	MONGODB_URI      MongoDB server to use; unset: the embedded server
-//	DATA_DIR         the embedded server's files (default .data)
+//	DATA_DIR         the embedded server's files and the session key file
+//	                 (default .data, relative to the directory the app runs
+//	                 in); the key file lives there even with MONGODB_URI
 //	DB_NAME          database name (default mongostore_example)
 //	SESSION_KEY      hex key that signs session cookies, at least 32 bytes;
-//	                 unset: a random key, and sessions end with the process
+//	                 unset: a key generated at the first start and kept in
+//	                 DATA_DIR/session.key (mode 0600), reused at later starts
 //	SESSION_MAX_AGE  idle timeout of a session, a Go duration (default 24h)
 //	DEMO_USERS       extra users, as name:password,name:password
 //
@@ -23,7 +26,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -46,7 +48,7 @@ import (
 // Defaults of the environment variables, and fixed settings.
 const (
 	defaultAddr     = "127.0.0.1:8080"
-	defaultDataDir  = ".data"
+	defaultDataDir  = ".data" // relative to the working directory
 	defaultDBName   = "mongostore_example"
 	defaultMaxAge   = 24 * time.Hour
 	collectionName  = "sessions"
@@ -65,14 +67,14 @@ type config struct {
 	// MongoURI is the MongoDB connection string (MONGODB_URI). Empty starts
 	// the embedded server with its files in DataDir.
 	MongoURI string
-	// DataDir holds the embedded server's files (DATA_DIR).
+	// DataDir holds the embedded server's files and, when SessionKey is
+	// empty, the session key file (DATA_DIR).
 	DataDir string
 	// DBName is the database that holds the sessions collection (DB_NAME).
 	DBName string
-	// SessionKey signs the session cookies (SESSION_KEY, hex).
+	// SessionKey signs the session cookies (SESSION_KEY, hex). Empty: the
+	// key kept in DataDir/session.key, made at the first start.
 	SessionKey []byte
-	// KeyGenerated says SessionKey was generated at start, not configured.
-	KeyGenerated bool
 	// MaxAge is the sessions' idle timeout and cookie lifetime
 	// (SESSION_MAX_AGE), a whole number of seconds.
 	MaxAge time.Duration
@@ -110,10 +112,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 				len(key), minKeyBytes, 2*minKeyBytes)
 		}
 		cfg.SessionKey = key
-	} else {
-		cfg.SessionKey = make([]byte, minKeyBytes)
-		_, _ = rand.Read(cfg.SessionKey) // never fails (see crypto/rand.Read)
-		cfg.KeyGenerated = true
 	}
 
 	if s := getenv("SESSION_MAX_AGE"); s != "" {
@@ -181,8 +179,11 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 // serve does the work of run; its deferred calls release, in reverse order
 // of acquisition, everything it started.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) (err error) {
-	if cfg.KeyGenerated {
-		logger.Warn("SESSION_KEY is not set: using a random key, so sessions will not survive a restart")
+	key := cfg.SessionKey
+	if len(key) == 0 {
+		if key, err = loadOrCreateKey(logger, cfg.DataDir); err != nil {
+			return fmt.Errorf("%w (or set SESSION_KEY)", err)
+		}
 	}
 	users, err := newUserDB(cfg.Users, cfg.BcryptCost)
 	if err != nil {
@@ -234,7 +235,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	coll := client.Database(cfg.DBName).Collection(collectionName)
 	// Config.AbsoluteTimeout stays unset: a session then lives at most 7
 	// days from its creation, or its MaxAge if that is longer.
-	store, err := mongostore.NewStore(startCtx, coll, mongostore.Config{Logger: logger}, cfg.SessionKey)
+	store, err := mongostore.NewStore(startCtx, coll, mongostore.Config{Logger: logger}, key)
 	if err != nil {
 		return fmt.Errorf("session store: %w", err)
 	}
@@ -246,7 +247,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	handler, err := newApp(appOptions{
 		Store:      store,
 		Users:      users,
-		SessionKey: cfg.SessionKey,
+		SessionKey: key,
 		Ping:       func(ctx context.Context) error { return client.Ping(ctx, readpref.Primary()) },
 		Logger:     logger,
 	})

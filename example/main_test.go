@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/hex"
+	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,14 +21,11 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No SESSION_KEY: serve takes the key from DATA_DIR (loadOrCreateKey).
 	if cfg.Addr != defaultAddr || cfg.MongoURI != "" || cfg.DataDir != ".data" || cfg.DBName != "mongostore_example" ||
-		cfg.MaxAge != 24*time.Hour || !cfg.KeyGenerated || len(cfg.SessionKey) != 32 ||
+		cfg.MaxAge != 24*time.Hour || cfg.SessionKey != nil ||
 		len(cfg.Users) != 1 || cfg.Users[0] != (credential{"demo", "demo"}) {
 		t.Errorf("defaults: %+v", cfg)
-	}
-	other, _ := loadConfig(env(nil))
-	if bytes.Equal(cfg.SessionKey, other.SessionKey) {
-		t.Error("two generated keys are equal")
 	}
 
 	key := strings.Repeat("ab", 32)
@@ -36,7 +37,7 @@ func TestLoadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Addr != "127.0.0.1:0" || cfg.MongoURI != "mongodb://db:27017" || cfg.DataDir != "/var/lib/x" || cfg.DBName != "app" ||
-		cfg.KeyGenerated || !bytes.Equal(cfg.SessionKey, bytes.Repeat([]byte{0xab}, 32)) || cfg.MaxAge != 90*time.Minute {
+		!bytes.Equal(cfg.SessionKey, bytes.Repeat([]byte{0xab}, 32)) || cfg.MaxAge != 90*time.Minute {
 		t.Errorf("from the environment: %+v", cfg)
 	}
 	wantUsers := []credential{{"demo", "secret"}, {"alice", "wonder:land"}, {"bob", "builder"}}
@@ -113,4 +114,113 @@ func TestBaseURL(t *testing.T) {
 			t.Errorf("baseURL(%s) = %s, want %s", addr, got, want)
 		}
 	}
+}
+
+func TestLoadOrCreateKey(t *testing.T) {
+	valid := strings.Repeat("0123456789abcdef", 4)
+	for _, tc := range []struct {
+		name    string
+		content string // of the key file before the start; "" for none
+		wantErr string // in the error; "" for success
+	}{
+		{name: "no file: a new key"},
+		{name: "saved key", content: valid + "\n"},
+		{name: "saved key, white space and upper case", content: "  " + strings.ToUpper(valid) + "\r\n\n"},
+		{name: "longer key", content: valid + valid},
+		{name: "not hex", content: "zz" + valid[2:], wantErr: "not hexadecimal"},
+		{name: "too short", content: valid[:62], wantErr: "31 bytes, want at least 32"},
+		{name: "empty", content: "\n", wantErr: "0 bytes, want at least 32"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data") // not there yet
+			path := filepath.Join(dir, keyFileName)
+			if tc.content != "" {
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var logs bytes.Buffer
+			key, err := loadOrCreateKey(slog.New(slog.NewTextHandler(&logs, nil)), dir)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("error %v, want one naming %s and saying %q", err, path, tc.wantErr)
+				}
+				if got, _ := os.ReadFile(path); string(got) != tc.content {
+					t.Errorf("the bad key file was changed to %q", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(key) < minKeyBytes {
+				t.Fatalf("key of %d bytes", len(key))
+			}
+			if strings.Contains(logs.String(), hex.EncodeToString(key)) {
+				t.Errorf("the key is in the log:\n%s", logs.String())
+			}
+			if !strings.Contains(logs.String(), "file="+path) {
+				t.Errorf("the log does not say where the key is:\n%s", logs.String())
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.content == "" {
+				if want := hex.EncodeToString(key) + "\n"; string(data) != want {
+					t.Errorf("key file holds %q, want %q", data, want)
+				}
+				if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+					t.Errorf("key file mode %v (%v), want 0600", fi.Mode().Perm(), err)
+				}
+				if !strings.Contains(logs.String(), "generated a session key") {
+					t.Errorf("the log does not say the key is new:\n%s", logs.String())
+				}
+			} else if string(data) != tc.content {
+				t.Errorf("the key file was rewritten: %q", data)
+			}
+
+			// The next start uses the same key.
+			logs.Reset()
+			again, err := loadOrCreateKey(slog.New(slog.NewTextHandler(&logs, nil)), dir)
+			if err != nil || !bytes.Equal(again, key) {
+				t.Fatalf("second start: key equal %v, error %v", bytes.Equal(again, key), err)
+			}
+			if !strings.Contains(logs.String(), "using the session key saved in") {
+				t.Errorf("second start's log:\n%s", logs.String())
+			}
+		})
+	}
+
+	t.Run("loose permissions", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, keyFileName), []byte(valid), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(dir, keyFileName), 0o644); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		if _, err := loadOrCreateKey(slog.New(slog.NewTextHandler(&logs, nil)), dir); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "chmod 600") {
+			t.Errorf("no warning about a key file others can read:\n%s", logs.String())
+		}
+	})
+
+	t.Run("data dir is a file", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "file")
+		if err := os.WriteFile(file, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadOrCreateKey(slog.New(slog.DiscardHandler), file); err == nil {
+			t.Fatal("no error")
+		} else {
+			t.Log(err)
+		}
+	})
 }
