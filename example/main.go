@@ -4,7 +4,8 @@
 // It serves a login form, a page for logged-in users that shows when their
 // session expires, and a logout button. With no database configured it
 // starts an embedded MongoDB-compatible server (FerretDB with SQLite) whose
-// files live in DATA_DIR, so it runs with nothing installed.
+// files live in DATA_DIR, so it runs with nothing installed, and prints its
+// address for mongosh.
 //
 // Environment:
 //
@@ -35,6 +36,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -212,7 +215,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 			}
 		}()
 		uri = srv.URI()
-		logger.Info("started embedded database (FerretDB, SQLite)", "dir", cfg.DataDir)
+		dir, err := filepath.Abs(cfg.DataDir)
+		if err != nil {
+			dir = cfg.DataDir
+		}
+		logger.Info("started embedded database (FerretDB, SQLite)", "dir", dir, "uri", uri)
+		fmt.Fprintf(stdout, "embedded database: %s (try: mongosh %s%s --eval 'db.%s.find()')\n",
+			uri, strings.TrimSuffix(uri, "/")+"/", cfg.DBName, collectionName)
 	} else {
 		logger.Info("using the database in MONGODB_URI")
 	}

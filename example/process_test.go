@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -17,6 +18,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // appProcess is the app built by `go build`, running as a process of its
@@ -194,9 +199,13 @@ func TestRestartKeepsSession(t *testing.T) {
 	third.terminate()
 }
 
+var embeddedURIRE = regexp.MustCompile(`(?m)^embedded database: (mongodb://\S+) \(try: mongosh (\S+) --eval 'db\.sessions\.find\(\)'\)$`)
+
 // TestRestartWithKeyFile checks the app without SESSION_KEY: its first
 // start makes a key and keeps it in DATA_DIR (also when the database is
-// elsewhere), later starts reuse it, so that sessions survive restarts.
+// elsewhere), later starts reuse it, so that sessions survive restarts. It
+// also checks that the app prints the embedded server's address, where
+// mongosh (here, the driver) finds the session.
 func TestRestartWithKeyFile(t *testing.T) {
 	t.Parallel()
 	env := restartEnv(t)
@@ -227,6 +236,27 @@ func TestRestartWithKeyFile(t *testing.T) {
 	b.login("alice", "wonderland")
 	wantStatus(t, "GET / before restart", b.get("/"), http.StatusOK, "")
 
+	m := embeddedURIRE.FindStringSubmatch(out)
+	switch {
+	case embeddedServer && m == nil:
+		t.Errorf("the app does not print the embedded server's address and a mongosh command:\n%s", out)
+	case embeddedServer:
+		if want := strings.TrimSuffix(m[1], "/") + "/" + defaultDBName; m[2] != want {
+			t.Errorf("mongosh command for %s, want %s", m[2], want)
+		}
+		// What the printed command would show.
+		client, err := mongo.Connect(options.Client().ApplyURI(m[2]).SetTimeout(30 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Disconnect(context.Background())
+		n, err := client.Database(defaultDBName).Collection(collectionName).CountDocuments(t.Context(), bson.D{})
+		if err != nil || n != 1 {
+			t.Errorf("%d session documents at the printed address (%v), want 1", n, err)
+		}
+	case m != nil || strings.Contains(out, "embedded database:"):
+		t.Errorf("the app prints an embedded server's address although MONGODB_URI is set:\n%s", out)
+	}
 	first.terminate()
 
 	env = sameAddr(t, env, first)
