@@ -53,6 +53,9 @@ type appOptions struct {
 	Ping func(context.Context) error
 	// Logger receives the app's logs.
 	Logger *slog.Logger
+	// Server describes the database server for the home page, without
+	// credentials: "MongoDB at host:port", for example.
+	Server string
 }
 
 // app holds the handlers' dependencies.
@@ -62,6 +65,7 @@ type app struct {
 	users   *userDB
 	ping    func(context.Context) error
 	logger  *slog.Logger
+	server  string
 	pages   map[string]*template.Template
 }
 
@@ -69,7 +73,7 @@ type app struct {
 //
 //	GET  /login    the login form (or a redirect to / when logged in)
 //	POST /login    checks the form; 303 to / on success, 401 with the form otherwise
-//	GET  /         the logged-in user and when the session expires; 303 to /login otherwise
+//	GET  /         the logged-in user and what the store keeps of the session; 303 to /login otherwise
 //	POST /logout   deletes the session and its cookie; 303 to /login
 //	GET  /healthz  200 when the database answers a ping, 503 otherwise
 //	GET  /static/style.css
@@ -102,6 +106,7 @@ func newApp(opts appOptions) (http.Handler, error) {
 		users:   opts.Users,
 		ping:    opts.Ping,
 		logger:  opts.Logger,
+		server:  opts.Server,
 		pages:   pages,
 	}
 
@@ -129,8 +134,10 @@ func newApp(opts appOptions) (http.Handler, error) {
 // parsePages parses each page's template together with the layout.
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
+		// datetime is for machines (RFC 3339), human for people (local time).
 		"datetime": func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") },
-		"human":    func(t time.Time) string { return t.UTC().Format("Mon 2 Jan 2006, 15:04:05 MST") },
+		"human":    func(t time.Time) string { return t.Local().Format("Mon 2 Jan 2006 15:04:05 MST") },
+		"until":    func(t time.Time) string { return humanDuration(time.Until(t)) },
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"login", "home"} {
@@ -160,10 +167,50 @@ type loginPage struct {
 
 // homePage is the data of the page of a logged-in user.
 type homePage struct {
-	Flashes   []string
-	Username  string
-	ExpiresAt time.Time
-	ExpiresIn time.Duration
+	Flashes  []string
+	Username string
+	// Times are the session's times as stored.
+	Times mongostore.SessionTimes
+	// Expiry is the store's expiry mode ("ttl", "gc"), ExpiryHow what it
+	// means.
+	Expiry, ExpiryHow string
+	// Server describes the database server.
+	Server string
+}
+
+// expiryHow says, for people, what an expiry mode does.
+func expiryHow(m mongostore.ExpiryMode) string {
+	switch m {
+	case mongostore.ExpiryTTL:
+		return "the server's TTL index deletes expired sessions"
+	case mongostore.ExpiryGC:
+		return "the app's GC goroutine deletes expired sessions"
+	case mongostore.ExpiryNone:
+		return "nothing deletes expired sessions (the store still refuses them)"
+	default:
+		return "chosen by the store"
+	}
+}
+
+// humanDuration formats d, rounded to the minute, for people: "6d23h59m",
+// "23h", "5m", or "less than a minute".
+func humanDuration(d time.Duration) string {
+	d = d.Round(time.Minute)
+	if d < time.Minute {
+		return "less than a minute"
+	}
+	const day = 24 * time.Hour
+	var b strings.Builder
+	for _, u := range []struct {
+		unit   time.Duration
+		suffix string
+	}{{day, "d"}, {time.Hour, "h"}, {time.Minute, "m"}} {
+		if n := d / u.unit; n > 0 {
+			fmt.Fprintf(&b, "%d%s", n, u.suffix)
+			d -= n * u.unit
+		}
+	}
+	return b.String()
 }
 
 // loginForm serves GET /login.
@@ -221,16 +268,25 @@ func (a *app) home(w http.ResponseWriter, r *http.Request) {
 	flashes := stringFlashes(sess)
 
 	// The middleware saves the session, if it must (the flashes were
-	// taken, or its expiry is due to slide), as the header goes out; only
-	// then is the expiry final.
+	// taken, or its expiry is due to slide), as the header goes out.
+	// Store.Times would tell beforehand what that save is about to write,
+	// but the save reads the clock again, a moment later: asked once the
+	// session is saved, Times gives exactly what the document holds.
 	setPageHeaders(w)
 	w.WriteHeader(http.StatusOK)
-	expiresAt, _ := a.store.ExpiresAt(sess)
+	times, ok := a.store.Times(sess)
+	if !ok {
+		// Not stored: the save failed and the error handler has answered.
+		return
+	}
+	mode := a.store.ExpiryMode()
 	err := a.pages["home"].ExecuteTemplate(w, "layout", homePage{
 		Flashes:   flashes,
 		Username:  name,
-		ExpiresAt: expiresAt,
-		ExpiresIn: time.Until(expiresAt).Round(time.Second),
+		Times:     times,
+		Expiry:    mode.String(),
+		ExpiryHow: expiryHow(mode),
+		Server:    a.server,
 	})
 	if err != nil {
 		a.logger.Error("render home page", "error", err.Error())

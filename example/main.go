@@ -1,11 +1,12 @@
 // Command example is a small login app whose sessions live in MongoDB,
 // kept by mongostore.
 //
-// It serves a login form, a page for logged-in users that shows when their
-// session expires, and a logout button. With no database configured it
-// starts an embedded MongoDB-compatible server (FerretDB with SQLite) whose
-// files live in DATA_DIR, so it runs with nothing installed, and prints its
-// address for mongosh.
+// It serves a login form, a page for logged-in users that shows what the
+// store keeps of their session (when it expires, how expired sessions are
+// deleted, which server holds them), and a logout button. With no database
+// configured it starts an embedded MongoDB-compatible server (FerretDB with
+// SQLite) whose files live in DATA_DIR, so it runs with nothing installed,
+// and prints its address for mongosh.
 //
 // Environment:
 //
@@ -34,9 +35,11 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -196,7 +199,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	startCtx, cancelStart := context.WithTimeout(ctx, startupTimeout)
 	defer cancelStart()
 
-	uri := cfg.MongoURI
+	uri, server := cfg.MongoURI, describeServer(cfg.MongoURI)
 	if uri == "" {
 		// The embedded server must outlive ctx: it stops after the HTTP
 		// server has finished its requests, in the deferred Close.
@@ -219,11 +222,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		if err != nil {
 			dir = cfg.DataDir
 		}
+		server = "embedded FerretDB (SQLite) in " + dir
 		logger.Info("started embedded database (FerretDB, SQLite)", "dir", dir, "uri", uri)
 		fmt.Fprintf(stdout, "embedded database: %s (try: mongosh %s%s --eval 'db.%s.find()')\n",
 			uri, strings.TrimSuffix(uri, "/")+"/", cfg.DBName, collectionName)
 	} else {
-		logger.Info("using the database in MONGODB_URI")
+		logger.Info("using the database in MONGODB_URI", "server", server)
 	}
 
 	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName("mongostore-example").SetTimeout(dbTimeout), cfg.ClientOptions)
@@ -257,6 +261,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		Store:      store,
 		Users:      users,
 		SessionKey: key,
+		Server:     server,
 		Ping:       func(ctx context.Context) error { return client.Ping(ctx, readpref.Primary()) },
 		Logger:     logger,
 	})
@@ -331,4 +336,70 @@ func baseURL(addr net.Addr) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, fmt.Sprint(tcp.Port))
+}
+
+// describeServer says, for people, which server the connection string uri
+// names: "MongoDB at host:port" (several hosts comma-separated; "(DNS seed
+// list)" for mongodb+srv). It never returns credentials: the user name and
+// password, the database and the options are left out, and a string it
+// cannot read gives a generic description.
+func describeServer(uri string) string {
+	const unknown = "the MongoDB server in MONGODB_URI"
+	rest, srv := strings.CutPrefix(uri, "mongodb+srv://")
+	if !srv {
+		var ok bool
+		if rest, ok = strings.CutPrefix(uri, "mongodb://"); !ok {
+			return unknown
+		}
+	}
+	// As the driver reads it: user information ends at the first "@" (any
+	// later "@" must be escaped), and the hosts at the next "/" or "?".
+	if _, after, ok := strings.Cut(rest, "@"); ok {
+		rest = after
+	}
+	hosts := rest
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		hosts = rest[:i]
+	}
+	list := strings.Split(hosts, ",")
+	for i, h := range list {
+		h, err := url.QueryUnescape(h) // a Unix socket's path is escaped
+		if err != nil || !validHost(h) {
+			return unknown
+		}
+		list[i] = h
+	}
+	desc := "MongoDB at " + strings.Join(list, ", ")
+	if srv {
+		desc += " (DNS seed list)"
+	}
+	return desc
+}
+
+// validHost reports whether h is a host name or IP address, optionally
+// with a port, or the path of a Unix socket.
+func validHost(h string) bool {
+	if strings.HasPrefix(h, "/") && strings.HasSuffix(h, ".sock") {
+		return true
+	}
+	host := h
+	if hp, port, err := net.SplitHostPort(h); err == nil {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return false
+		}
+		host = hp
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if net.ParseIP(host) != nil {
+		return true
+	}
+	if host == "" {
+		return false
+	}
+	for _, r := range host {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '.' || r == '_') {
+			return false
+		}
+	}
+	return true
 }

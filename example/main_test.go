@@ -224,3 +224,57 @@ func TestLoadOrCreateKey(t *testing.T) {
 		}
 	})
 }
+
+func TestDescribeServer(t *testing.T) {
+	const unknown = "the MongoDB server in MONGODB_URI"
+	for _, tc := range []struct{ uri, want string }{
+		{"mongodb://127.0.0.1:27017/", "MongoDB at 127.0.0.1:27017"},
+		{"mongodb://localhost", "MongoDB at localhost"},
+		{"mongodb://db.example.com:27017/app?replicaSet=rs0", "MongoDB at db.example.com:27017"},
+		{"mongodb://user:secret@db1:27017,db2:27018/app?authSource=admin", "MongoDB at db1:27017, db2:27018"},
+		{"mongodb://user:p%40ss%2Fw0rd@db:27017/", "MongoDB at db:27017"},
+		{"mongodb://secretuser@db/", "MongoDB at db"},
+		{"mongodb+srv://user:secret@cluster0.abcde.mongodb.net/?retryWrites=true", "MongoDB at cluster0.abcde.mongodb.net (DNS seed list)"},
+		{"mongodb://[::1]:27017/", "MongoDB at [::1]:27017"},
+		{"mongodb://%2Ftmp%2Fmongodb-27017.sock", "MongoDB at /tmp/mongodb-27017.sock"},
+		{"mongodb://user:secret/x@db/", "MongoDB at db"}, // the driver refuses it; still no credentials
+		// Anything odd gives no details.
+		{"mongodb://user:secret", unknown},
+		{"mongodb://user:99999/", unknown},
+		{"mongodb://db:27017:secret/", unknown},
+		{"mongodb://db with secret/", unknown},
+		{"mongodb://", unknown},
+		{"postgres://user:secret@db/", unknown},
+		{"", unknown},
+	} {
+		got := describeServer(tc.uri)
+		if got != tc.want {
+			t.Errorf("describeServer(%q) = %q, want %q", tc.uri, got, tc.want)
+		}
+		if strings.Contains(got, "secret") || strings.Contains(got, "user") {
+			t.Errorf("describeServer(%q) = %q: shows credentials", tc.uri, got)
+		}
+	}
+}
+
+func TestHumanDuration(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Hour, "less than a minute"},
+		{0, "less than a minute"},
+		{29 * time.Second, "less than a minute"},
+		{30 * time.Second, "1m"},
+		{24*time.Hour - 1500*time.Millisecond, "1d"},
+		{24*time.Hour - 31*time.Second, "23h59m"},
+		{2 * time.Hour, "2h"},
+		{7*24*time.Hour - time.Minute, "6d23h59m"},
+		{30 * 24 * time.Hour, "30d"},
+		{26*time.Hour + 5*time.Minute, "1d2h5m"},
+	} {
+		if got := humanDuration(tc.d); got != tc.want {
+			t.Errorf("humanDuration(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
