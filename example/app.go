@@ -24,6 +24,11 @@ const (
 	sessionName = "session" // the mongostore session: who is logged in
 	flashName   = "flash"   // a cookie-only session for messages that outlive a logout
 	userKey     = "user"    // session value: the logged-in user's name
+
+	// hostPrefix starts the cookies' names when they are Secure: browsers
+	// then accept them only if Secure, with Path "/" and no Domain, so that
+	// neither a sibling subdomain nor plain HTTP can plant or overwrite them.
+	hostPrefix = "__Host-"
 )
 
 // Request limits and timeouts of the handlers.
@@ -42,7 +47,9 @@ var staticFS embed.FS
 
 // appOptions are what newApp needs.
 type appOptions struct {
-	// Store keeps the sessions. Its Options.MaxAge must be set.
+	// Store keeps the sessions. Its Options.MaxAge must be set. With
+	// Options.Secure, the cookies are Secure too and their names get the
+	// __Host- prefix (the store checks the options that prefix needs).
 	Store *mongostore.Store
 	// Users are the accounts that may log in.
 	Users *userDB
@@ -60,13 +67,15 @@ type appOptions struct {
 
 // app holds the handlers' dependencies.
 type app struct {
-	store   *mongostore.Store
-	flashes *sessions.CookieStore
-	users   *userDB
-	ping    func(context.Context) error
-	logger  *slog.Logger
-	server  string
-	pages   map[string]*template.Template
+	store       *mongostore.Store
+	sessionName string // the session cookie's name: sessionName, maybe prefixed
+	flashName   string // the flash cookie's name: flashName, maybe prefixed
+	flashes     *sessions.CookieStore
+	users       *userDB
+	ping        func(context.Context) error
+	logger      *slog.Logger
+	server      string
+	pages       map[string]*template.Template
 }
 
 // newApp returns the app's HTTP handler:
@@ -101,19 +110,24 @@ func newApp(opts appOptions) (http.Handler, error) {
 	}
 	flashes.MaxAge(flashMaxAge)
 	a := &app{
-		store:   opts.Store,
-		flashes: flashes,
-		users:   opts.Users,
-		ping:    opts.Ping,
-		logger:  opts.Logger,
-		server:  opts.Server,
-		pages:   pages,
+		store:       opts.Store,
+		sessionName: sessionName,
+		flashName:   flashName,
+		flashes:     flashes,
+		users:       opts.Users,
+		ping:        opts.Ping,
+		logger:      opts.Logger,
+		server:      opts.Server,
+		pages:       pages,
+	}
+	if opts.Store.Options.Secure {
+		a.sessionName, a.flashName = hostPrefix+sessionName, hostPrefix+flashName
 	}
 
 	// A session that is only read is written again (to slide its expiry)
 	// once per touch interval: by default a tenth of its max age, at most a
 	// minute.
-	withSession := opts.Store.Middleware(sessionName, mongostore.MiddlewareOptions{})
+	withSession := opts.Store.Middleware(a.sessionName, mongostore.MiddlewareOptions{})
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /login", withSession(http.HandlerFunc(a.loginForm)))
@@ -215,7 +229,7 @@ func humanDuration(d time.Duration) string {
 
 // loginForm serves GET /login.
 func (a *app) loginForm(w http.ResponseWriter, r *http.Request) {
-	sess := mongostore.Session(r, sessionName)
+	sess := mongostore.Session(r, a.sessionName)
 	if _, ok := sess.Values[userKey].(string); ok {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
@@ -239,7 +253,7 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	sess := mongostore.Session(r, sessionName)
+	sess := mongostore.Session(r, a.sessionName)
 	before := maps.Clone(sess.Values)
 	clear(sess.Values) // a login starts afresh: nothing of an earlier user survives
 	sess.Values[userKey] = name
@@ -259,7 +273,7 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 
 // home serves GET /.
 func (a *app) home(w http.ResponseWriter, r *http.Request) {
-	sess := mongostore.Session(r, sessionName)
+	sess := mongostore.Session(r, a.sessionName)
 	name, ok := sess.Values[userKey].(string)
 	if !ok {
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
@@ -295,7 +309,7 @@ func (a *app) home(w http.ResponseWriter, r *http.Request) {
 
 // logout serves POST /logout.
 func (a *app) logout(w http.ResponseWriter, r *http.Request) {
-	sess := mongostore.Session(r, sessionName)
+	sess := mongostore.Session(r, a.sessionName)
 	if name, ok := sess.Values[userKey].(string); ok {
 		a.logger.Info("logout", "user", name)
 	}
@@ -362,7 +376,7 @@ func stringFlashes(sess *sessions.Session) []string {
 
 // addFlashCookie adds a flash message to the flash cookie.
 func (a *app) addFlashCookie(w http.ResponseWriter, r *http.Request, msg string) {
-	fs, _ := a.flashes.Get(r, flashName) // an unreadable cookie gives a fresh session
+	fs, _ := a.flashes.Get(r, a.flashName) // an unreadable cookie gives a fresh session
 	fs.AddFlash(msg)
 	if err := fs.Save(r, w); err != nil {
 		a.logger.Error("save flash cookie", "error", err.Error())
@@ -371,10 +385,10 @@ func (a *app) addFlashCookie(w http.ResponseWriter, r *http.Request, msg string)
 
 // takeFlashCookie returns the messages of the flash cookie and deletes it.
 func (a *app) takeFlashCookie(w http.ResponseWriter, r *http.Request) []string {
-	if _, err := r.Cookie(flashName); err != nil {
+	if _, err := r.Cookie(a.flashName); err != nil {
 		return nil
 	}
-	fs, _ := a.flashes.Get(r, flashName)
+	fs, _ := a.flashes.Get(r, a.flashName)
 	msgs := stringFlashes(fs)
 	fs.Options.MaxAge = -1
 	if err := fs.Save(r, w); err != nil {

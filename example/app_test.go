@@ -7,6 +7,8 @@ import (
 	"html"
 	"maps"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"slices"
 	"strings"
@@ -599,5 +601,68 @@ func TestExpiryModeFollowsServer(t *testing.T) {
 	}
 	if !strings.Contains(app.logs.String(), "expiry="+want) {
 		t.Errorf("the log does not say expiry=%s:\n%s", want, app.logs)
+	}
+}
+
+// TestSecureCookies checks the app with COOKIE_SECURE: its cookies are
+// Secure and have the __Host- prefix, and it works behind an HTTPS proxy,
+// as in production.
+func TestSecureCookies(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, func(c *config) { c.CookieSecure = true })
+
+	// What the app sends, read from the header.
+	plain := newBrowser(t, app.url)
+	r := plain.post("/login", url.Values{"username": {"demo"}, "password": {"demo"}})
+	wantStatus(t, "POST /login", r, http.StatusSeeOther, "/")
+	var found bool
+	for _, line := range r.header.Values("Set-Cookie") {
+		c, err := http.ParseSetCookie(line)
+		if err != nil {
+			t.Fatalf("Set-Cookie %q: %v", line, err)
+		}
+		if c.Name != "__Host-session" {
+			t.Errorf("cookie %q set; want only __Host-session", c.Name)
+			continue
+		}
+		found = true
+		if !c.Secure || c.Path != "/" || c.Domain != "" || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode {
+			t.Errorf("Set-Cookie %q: want Secure, Path=/, no Domain, HttpOnly, SameSite=Lax", line)
+		}
+	}
+	if !found {
+		t.Fatalf("POST /login set no __Host-session cookie: %q", r.header.Values("Set-Cookie"))
+	}
+
+	// Through an HTTPS proxy, with a cookie jar that keeps Secure cookies
+	// to HTTPS, as browsers do.
+	target, err := url.Parse(app.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
+	t.Cleanup(proxy.Close)
+	b := newBrowser(t, proxy.URL)
+	b.client.Transport = proxy.Client().Transport
+	b.login("demo", "demo")
+	if b.cookie("__Host-session") == "" {
+		t.Fatal("no __Host-session cookie in the jar after login")
+	}
+	r = b.get("/")
+	wantStatus(t, "GET / over HTTPS", r, http.StatusOK, "")
+	if !strings.Contains(r.body, "Welcome, demo! You are logged in.") {
+		t.Errorf("home page over HTTPS:\n%s", r.body)
+	}
+	wantStatus(t, "POST /logout over HTTPS", b.post("/logout", nil), http.StatusSeeOther, "/login")
+	if b.cookie("__Host-session") != "" {
+		t.Error("the session cookie survived the logout")
+	}
+	r = b.get("/login")
+	if !strings.Contains(r.body, "You have been logged out.") {
+		t.Errorf("no logout message (the __Host-flash cookie) on the login page:\n%s", r.body)
+	}
+	wantStatus(t, "GET / after logout", b.get("/"), http.StatusSeeOther, "/login")
+	if strings.Contains(app.logs.String(), "level=ERROR") {
+		t.Errorf("errors in the log:\n%s", app.logs)
 	}
 }

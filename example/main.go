@@ -20,6 +20,9 @@
 //	                 unset: a key generated at the first start and kept in
 //	                 DATA_DIR/session.key (mode 0600), reused at later starts
 //	SESSION_MAX_AGE  idle timeout of a session, a Go duration (default 24h)
+//	COOKIE_SECURE    true: the cookies are Secure and the session cookie is
+//	                 named __Host-session; set it behind HTTPS (default
+//	                 false, for plain http://127.0.0.1)
 //	DEMO_USERS       extra users, as name:password,name:password
 //
 // The user demo with password demo always exists unless DEMO_USERS gives
@@ -84,6 +87,10 @@ type config struct {
 	// MaxAge is the sessions' idle timeout and cookie lifetime
 	// (SESSION_MAX_AGE), a whole number of seconds.
 	MaxAge time.Duration
+	// CookieSecure makes the cookies Secure and names the session cookie
+	// __Host-session (COOKIE_SECURE). Browsers then send them over HTTPS
+	// only.
+	CookieSecure bool
 	// Users are the accounts that may log in: demo and DEMO_USERS.
 	Users []credential
 
@@ -129,6 +136,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return config{}, fmt.Errorf("SESSION_MAX_AGE: %v is not a whole number of seconds of at least 1s", d)
 		}
 		cfg.MaxAge = d
+	}
+
+	if s := getenv("COOKIE_SECURE"); s != "" {
+		secure, err := strconv.ParseBool(s)
+		if err != nil {
+			return config{}, fmt.Errorf("COOKIE_SECURE: %q is not true or false", s)
+		}
+		cfg.CookieSecure = secure
 	}
 
 	users, err := parseUsers(getenv("DEMO_USERS"))
@@ -254,8 +269,12 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	}
 	defer store.Close() // stops the GC goroutine; never fails
 	store.MaxAge(int(cfg.MaxAge / time.Second))
+	store.Options.Secure = cfg.CookieSecure // with the default Path "/" and no Domain, as __Host- needs
 	logger.Info("session store ready", "database", cfg.DBName, "collection", collectionName,
-		"expiry", store.ExpiryMode().String(), "max_age", cfg.MaxAge.String())
+		"expiry", store.ExpiryMode().String(), "max_age", cfg.MaxAge.String(), "cookie_secure", cfg.CookieSecure)
+	if !cfg.CookieSecure {
+		logger.Info("COOKIE_SECURE is off: cookies also travel over plain HTTP; set COOKIE_SECURE=true behind HTTPS")
+	}
 
 	handler, err := newApp(appOptions{
 		Store:      store,

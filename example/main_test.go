@@ -23,7 +23,7 @@ func TestLoadConfig(t *testing.T) {
 	}
 	// No SESSION_KEY: serve takes the key from DATA_DIR (loadOrCreateKey).
 	if cfg.Addr != defaultAddr || cfg.MongoURI != "" || cfg.DataDir != ".data" || cfg.DBName != "mongostore_example" ||
-		cfg.MaxAge != 24*time.Hour || cfg.SessionKey != nil ||
+		cfg.MaxAge != 24*time.Hour || cfg.SessionKey != nil || cfg.CookieSecure ||
 		len(cfg.Users) != 1 || cfg.Users[0] != (credential{"demo", "demo"}) {
 		t.Errorf("defaults: %+v", cfg)
 	}
@@ -31,14 +31,20 @@ func TestLoadConfig(t *testing.T) {
 	key := strings.Repeat("ab", 32)
 	cfg, err = loadConfig(env(map[string]string{
 		"ADDR": "127.0.0.1:0", "MONGODB_URI": "mongodb://db:27017", "DATA_DIR": "/var/lib/x", "DB_NAME": "app",
-		"SESSION_KEY": key, "SESSION_MAX_AGE": "90m", "DEMO_USERS": "alice:wonder:land, bob:builder,demo:secret",
+		"SESSION_KEY": key, "SESSION_MAX_AGE": "90m", "COOKIE_SECURE": "true",
+		"DEMO_USERS": "alice:wonder:land, bob:builder,demo:secret",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Addr != "127.0.0.1:0" || cfg.MongoURI != "mongodb://db:27017" || cfg.DataDir != "/var/lib/x" || cfg.DBName != "app" ||
-		!bytes.Equal(cfg.SessionKey, bytes.Repeat([]byte{0xab}, 32)) || cfg.MaxAge != 90*time.Minute {
+		!bytes.Equal(cfg.SessionKey, bytes.Repeat([]byte{0xab}, 32)) || cfg.MaxAge != 90*time.Minute || !cfg.CookieSecure {
 		t.Errorf("from the environment: %+v", cfg)
+	}
+	for v, want := range map[string]bool{"1": true, "TRUE": true, "false": false, "0": false} {
+		if cfg, err := loadConfig(env(map[string]string{"COOKIE_SECURE": v})); err != nil || cfg.CookieSecure != want {
+			t.Errorf("COOKIE_SECURE=%s: %v, %v; want %v", v, cfg.CookieSecure, err, want)
+		}
 	}
 	wantUsers := []credential{{"demo", "secret"}, {"alice", "wonder:land"}, {"bob", "builder"}}
 	if len(cfg.Users) != len(wantUsers) {
@@ -57,6 +63,7 @@ func TestLoadConfig(t *testing.T) {
 		"max age too short":  {map[string]string{"SESSION_MAX_AGE": "500ms"}},
 		"max age fractional": {map[string]string{"SESSION_MAX_AGE": "1.5s"}},
 		"max age negative":   {map[string]string{"SESSION_MAX_AGE": "-1h"}},
+		"cookie secure yes":  {map[string]string{"COOKIE_SECURE": "yes"}},
 		"user no password":   {map[string]string{"DEMO_USERS": "alice"}},
 		"user empty pass":    {map[string]string{"DEMO_USERS": "alice:"}},
 		"user bad name":      {map[string]string{"DEMO_USERS": "a b:c"}},

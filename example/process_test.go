@@ -50,7 +50,7 @@ func startAppProcess(t *testing.T, env ...string) *appProcess {
 	cmd := exec.Command(bin)
 	for _, kv := range os.Environ() {
 		switch name, _, _ := strings.Cut(kv, "="); name {
-		case "ADDR", "MONGODB_URI", "DATA_DIR", "DB_NAME", "SESSION_KEY", "SESSION_MAX_AGE", "DEMO_USERS":
+		case "ADDR", "MONGODB_URI", "DATA_DIR", "DB_NAME", "SESSION_KEY", "SESSION_MAX_AGE", "COOKIE_SECURE", "DEMO_USERS":
 		default:
 			cmd.Env = append(cmd.Env, kv)
 		}
