@@ -24,6 +24,11 @@ const (
 	sessionName = "session" // the mongostore session: who is logged in
 	flashName   = "flash"   // a cookie-only session for messages that outlive a logout
 	userKey     = "user"    // session value: the logged-in user's name
+
+	// hostPrefix starts the cookies' names when they are Secure: browsers
+	// then accept them only if Secure, with Path "/" and no Domain, so that
+	// neither a sibling subdomain nor plain HTTP can plant or overwrite them.
+	hostPrefix = "__Host-"
 )
 
 // Request limits and timeouts of the handlers.
@@ -42,7 +47,9 @@ var staticFS embed.FS
 
 // appOptions are what newApp needs.
 type appOptions struct {
-	// Store keeps the sessions. Its Options.MaxAge must be set.
+	// Store keeps the sessions. Its Options.MaxAge must be set. With
+	// Options.Secure, the cookies are Secure too and their names get the
+	// __Host- prefix (the store checks the options that prefix needs).
 	Store *mongostore.Store
 	// Users are the accounts that may log in.
 	Users *userDB
@@ -53,23 +60,29 @@ type appOptions struct {
 	Ping func(context.Context) error
 	// Logger receives the app's logs.
 	Logger *slog.Logger
+	// Server describes the database server for the home page, without
+	// credentials: "MongoDB at host:port", for example.
+	Server string
 }
 
 // app holds the handlers' dependencies.
 type app struct {
-	store   *mongostore.Store
-	flashes *sessions.CookieStore
-	users   *userDB
-	ping    func(context.Context) error
-	logger  *slog.Logger
-	pages   map[string]*template.Template
+	store       *mongostore.Store
+	sessionName string // the session cookie's name: sessionName, maybe prefixed
+	flashName   string // the flash cookie's name: flashName, maybe prefixed
+	flashes     *sessions.CookieStore
+	users       *userDB
+	ping        func(context.Context) error
+	logger      *slog.Logger
+	server      string
+	pages       map[string]*template.Template
 }
 
 // newApp returns the app's HTTP handler:
 //
 //	GET  /login    the login form (or a redirect to / when logged in)
 //	POST /login    checks the form; 303 to / on success, 401 with the form otherwise
-//	GET  /         the logged-in user and when the session expires; 303 to /login otherwise
+//	GET  /         the logged-in user and what the store keeps of the session; 303 to /login otherwise
 //	POST /logout   deletes the session and its cookie; 303 to /login
 //	GET  /healthz  200 when the database answers a ping, 503 otherwise
 //	GET  /static/style.css
@@ -97,18 +110,24 @@ func newApp(opts appOptions) (http.Handler, error) {
 	}
 	flashes.MaxAge(flashMaxAge)
 	a := &app{
-		store:   opts.Store,
-		flashes: flashes,
-		users:   opts.Users,
-		ping:    opts.Ping,
-		logger:  opts.Logger,
-		pages:   pages,
+		store:       opts.Store,
+		sessionName: sessionName,
+		flashName:   flashName,
+		flashes:     flashes,
+		users:       opts.Users,
+		ping:        opts.Ping,
+		logger:      opts.Logger,
+		server:      opts.Server,
+		pages:       pages,
+	}
+	if opts.Store.Options.Secure {
+		a.sessionName, a.flashName = hostPrefix+sessionName, hostPrefix+flashName
 	}
 
 	// A session that is only read is written again (to slide its expiry)
 	// once per touch interval: by default a tenth of its max age, at most a
 	// minute.
-	withSession := opts.Store.Middleware(sessionName, mongostore.MiddlewareOptions{})
+	withSession := opts.Store.Middleware(a.sessionName, mongostore.MiddlewareOptions{})
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /login", withSession(http.HandlerFunc(a.loginForm)))
@@ -129,8 +148,10 @@ func newApp(opts appOptions) (http.Handler, error) {
 // parsePages parses each page's template together with the layout.
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
+		// datetime is for machines (RFC 3339), human for people (local time).
 		"datetime": func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") },
-		"human":    func(t time.Time) string { return t.UTC().Format("Mon 2 Jan 2006, 15:04:05 MST") },
+		"human":    func(t time.Time) string { return t.Local().Format("Mon 2 Jan 2006 15:04:05 MST") },
+		"until":    func(t time.Time) string { return humanDuration(time.Until(t)) },
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"login", "home"} {
@@ -160,15 +181,55 @@ type loginPage struct {
 
 // homePage is the data of the page of a logged-in user.
 type homePage struct {
-	Flashes   []string
-	Username  string
-	ExpiresAt time.Time
-	ExpiresIn time.Duration
+	Flashes  []string
+	Username string
+	// Times are the session's times as stored.
+	Times mongostore.SessionTimes
+	// Expiry is the store's expiry mode ("ttl", "gc"), ExpiryHow what it
+	// means.
+	Expiry, ExpiryHow string
+	// Server describes the database server.
+	Server string
+}
+
+// expiryHow says, for people, what an expiry mode does.
+func expiryHow(m mongostore.ExpiryMode) string {
+	switch m {
+	case mongostore.ExpiryTTL:
+		return "the server's TTL index deletes expired sessions"
+	case mongostore.ExpiryGC:
+		return "the app's GC goroutine deletes expired sessions"
+	case mongostore.ExpiryNone:
+		return "nothing deletes expired sessions (the store still refuses them)"
+	default:
+		return "chosen by the store"
+	}
+}
+
+// humanDuration formats d, rounded to the minute, for people: "6d23h59m",
+// "23h", "5m", or "less than a minute".
+func humanDuration(d time.Duration) string {
+	d = d.Round(time.Minute)
+	if d < time.Minute {
+		return "less than a minute"
+	}
+	const day = 24 * time.Hour
+	var b strings.Builder
+	for _, u := range []struct {
+		unit   time.Duration
+		suffix string
+	}{{day, "d"}, {time.Hour, "h"}, {time.Minute, "m"}} {
+		if n := d / u.unit; n > 0 {
+			fmt.Fprintf(&b, "%d%s", n, u.suffix)
+			d -= n * u.unit
+		}
+	}
+	return b.String()
 }
 
 // loginForm serves GET /login.
 func (a *app) loginForm(w http.ResponseWriter, r *http.Request) {
-	sess := mongostore.Session(r, sessionName)
+	sess := mongostore.Session(r, a.sessionName)
 	if _, ok := sess.Values[userKey].(string); ok {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
@@ -192,7 +253,7 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	sess := mongostore.Session(r, sessionName)
+	sess := mongostore.Session(r, a.sessionName)
 	before := maps.Clone(sess.Values)
 	clear(sess.Values) // a login starts afresh: nothing of an earlier user survives
 	sess.Values[userKey] = name
@@ -212,7 +273,7 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 
 // home serves GET /.
 func (a *app) home(w http.ResponseWriter, r *http.Request) {
-	sess := mongostore.Session(r, sessionName)
+	sess := mongostore.Session(r, a.sessionName)
 	name, ok := sess.Values[userKey].(string)
 	if !ok {
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
@@ -221,16 +282,25 @@ func (a *app) home(w http.ResponseWriter, r *http.Request) {
 	flashes := stringFlashes(sess)
 
 	// The middleware saves the session, if it must (the flashes were
-	// taken, or its expiry is due to slide), as the header goes out; only
-	// then is the expiry final.
+	// taken, or its expiry is due to slide), as the header goes out.
+	// Store.Times would tell beforehand what that save is about to write,
+	// but the save reads the clock again, a moment later: asked once the
+	// session is saved, Times gives exactly what the document holds.
 	setPageHeaders(w)
 	w.WriteHeader(http.StatusOK)
-	expiresAt, _ := a.store.ExpiresAt(sess)
+	times, ok := a.store.Times(sess)
+	if !ok {
+		// Not stored: the save failed and the error handler has answered.
+		return
+	}
+	mode := a.store.ExpiryMode()
 	err := a.pages["home"].ExecuteTemplate(w, "layout", homePage{
 		Flashes:   flashes,
 		Username:  name,
-		ExpiresAt: expiresAt,
-		ExpiresIn: time.Until(expiresAt).Round(time.Second),
+		Times:     times,
+		Expiry:    mode.String(),
+		ExpiryHow: expiryHow(mode),
+		Server:    a.server,
 	})
 	if err != nil {
 		a.logger.Error("render home page", "error", err.Error())
@@ -239,7 +309,7 @@ func (a *app) home(w http.ResponseWriter, r *http.Request) {
 
 // logout serves POST /logout.
 func (a *app) logout(w http.ResponseWriter, r *http.Request) {
-	sess := mongostore.Session(r, sessionName)
+	sess := mongostore.Session(r, a.sessionName)
 	if name, ok := sess.Values[userKey].(string); ok {
 		a.logger.Info("logout", "user", name)
 	}
@@ -306,7 +376,7 @@ func stringFlashes(sess *sessions.Session) []string {
 
 // addFlashCookie adds a flash message to the flash cookie.
 func (a *app) addFlashCookie(w http.ResponseWriter, r *http.Request, msg string) {
-	fs, _ := a.flashes.Get(r, flashName) // an unreadable cookie gives a fresh session
+	fs, _ := a.flashes.Get(r, a.flashName) // an unreadable cookie gives a fresh session
 	fs.AddFlash(msg)
 	if err := fs.Save(r, w); err != nil {
 		a.logger.Error("save flash cookie", "error", err.Error())
@@ -315,10 +385,10 @@ func (a *app) addFlashCookie(w http.ResponseWriter, r *http.Request, msg string)
 
 // takeFlashCookie returns the messages of the flash cookie and deletes it.
 func (a *app) takeFlashCookie(w http.ResponseWriter, r *http.Request) []string {
-	if _, err := r.Cookie(flashName); err != nil {
+	if _, err := r.Cookie(a.flashName); err != nil {
 		return nil
 	}
-	fs, _ := a.flashes.Get(r, flashName)
+	fs, _ := a.flashes.Get(r, a.flashName)
 	msgs := stringFlashes(fs)
 	fs.Options.MaxAge = -1
 	if err := fs.Save(r, w); err != nil {

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"html"
 	"maps"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"slices"
 	"strings"
@@ -13,7 +17,9 @@ import (
 	"time"
 
 	"github.com/mongostore/mongostore"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
@@ -47,7 +53,7 @@ func TestLoginHomeLogout(t *testing.T) {
 
 	r = b.get("/")
 	wantStatus(t, "GET / after login", r, http.StatusOK, "")
-	for _, want := range []string{`<strong id="current-user">demo</strong>`, "Welcome, demo! You are logged in.", "Your session expires at"} {
+	for _, want := range []string{`<strong id="current-user">demo</strong>`, "Welcome, demo! You are logged in.", "Expires if you stay idle"} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("home page lacks %q:\n%s", want, r.body)
 		}
@@ -58,6 +64,9 @@ func TestLoginHomeLogout(t *testing.T) {
 	}
 	if cc := r.header.Get("Cache-Control"); cc != "no-store" {
 		t.Errorf("home page Cache-Control %q, want no-store", cc)
+	}
+	if got, want := pageText(t, r.body, "dd", "server"), describeServer(testURI); got != want || !strings.HasPrefix(got, "MongoDB at ") {
+		t.Errorf("page says the server is %q, want %q", got, want)
 	}
 
 	r = b.get("/")
@@ -488,5 +497,172 @@ func TestDatabaseRoundTrips(t *testing.T) {
 		if !maps.Equal(got, s.want) {
 			t.Errorf("%s: %s, want %s", s.name, format(got), format(s.want))
 		}
+	}
+}
+
+// storedTimes returns the times in the app's only session document.
+func (a *testApp) storedTimes(t *testing.T) (createdAt, expiresAt time.Time) {
+	t.Helper()
+	var doc struct {
+		CreatedAt time.Time `bson:"createdAt"`
+		ExpiresAt time.Time `bson:"expiresAt"`
+	}
+	if n := a.countSessions(t); n != 1 {
+		t.Fatalf("%d session documents, want 1", n)
+	}
+	if err := a.sessions().FindOne(t.Context(), bson.D{}).Decode(&doc); err != nil {
+		t.Fatalf("read the session document: %v", err)
+	}
+	return doc.CreatedAt, doc.ExpiresAt
+}
+
+// TestHomePageShowsStoredTimes checks that the home page shows the times
+// the session's document holds, for people and for machines, and that the
+// absolute limit is 7 days from the creation, or MaxAge if longer: the
+// store's default, which honours a long MaxAge in full.
+func TestHomePageShowsStoredTimes(t *testing.T) {
+	t.Parallel()
+	const day = 24 * time.Hour
+	for _, tc := range []struct {
+		maxAge                 time.Duration
+		wantAbsolute           time.Duration // from the creation
+		wantIn, wantAbsoluteIn string        // as the page says it, rounded to minutes
+	}{
+		{maxAge: day, wantAbsolute: 7 * day, wantIn: "(in 1d;", wantAbsoluteIn: "(in 7d,"},
+		{maxAge: 90 * time.Minute, wantAbsolute: 7 * day, wantIn: "(in 1h30m;", wantAbsoluteIn: "(in 7d,"},
+		{maxAge: 30 * day, wantAbsolute: 30 * day, wantIn: "(in 30d;", wantAbsoluteIn: "(in 30d,"},
+	} {
+		t.Run(tc.maxAge.String(), func(t *testing.T) {
+			t.Parallel()
+			app := startApp(t, func(c *config) { c.MaxAge = tc.maxAge })
+			b := newBrowser(t, app.url)
+			b.login("demo", "demo")
+			for _, visit := range []string{"first visit (saves: takes the flash)", "second visit (read-only)"} {
+				r := b.get("/")
+				wantStatus(t, "GET / "+visit, r, http.StatusOK, "")
+				createdAt, expiresAt := app.storedTimes(t)
+				for _, c := range []struct {
+					id     string
+					want   time.Time
+					wantIn string
+				}{
+					{"created", createdAt, ""},
+					{"expires", expiresAt, tc.wantIn},
+					{"absolute-expires", createdAt.Add(tc.wantAbsolute), tc.wantAbsoluteIn},
+				} {
+					got := pageTime(t, r.body, c.id)
+					if !got.Equal(c.want) {
+						t.Errorf("%s: page shows #%s %v, want %v (the document's)", visit, c.id, got, c.want)
+					}
+					human := `datetime="` + got.UTC().Format("2006-01-02T15:04:05.000Z07:00") + `">` + got.Local().Format("Mon 2 Jan 2006 15:04:05 MST") + "</time>"
+					if !strings.Contains(r.body, human) {
+						t.Errorf("%s: #%s not shown in local time as %s:\n%s", visit, c.id, human, r.body)
+					}
+					if c.wantIn != "" && !strings.Contains(r.body, c.wantIn) {
+						t.Errorf("%s: page lacks %q:\n%s", visit, c.wantIn, r.body)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestExpiryModeFollowsServer checks that the page names the expiry mode
+// the server allows: "ttl" where it accepts a TTL index (MongoDB, FerretDB
+// v2), "gc" where it refuses one with NotImplemented (FerretDB v1).
+func TestExpiryModeFollowsServer(t *testing.T) {
+	t.Parallel()
+	want, how := "ttl", "the server's TTL index deletes expired sessions"
+	probe := testDB.Database(testDBName(t)).Collection("ttl_probe")
+	_, err := probe.Indexes().CreateOne(t.Context(), mongo.IndexModel{
+		Keys:    bson.D{{Key: "at", Value: 1}},
+		Options: options.Index().SetExpireAfterSeconds(0),
+	})
+	var se mongo.ServerError
+	switch {
+	case err == nil:
+	case errors.As(err, &se) && se.HasErrorCode(238): // NotImplemented
+		want, how = "gc", "the app's GC goroutine deletes expired sessions"
+	default:
+		t.Fatalf("probe for TTL indexes: %v", err)
+	}
+	t.Logf("the server %s TTL indexes: want expiry mode %q", map[bool]string{true: "supports", false: "does not support"}[want == "ttl"], want)
+
+	app := startApp(t, nil)
+	b := newBrowser(t, app.url)
+	b.login("demo", "demo")
+	r := b.get("/")
+	wantStatus(t, "GET /", r, http.StatusOK, "")
+	if got := pageText(t, r.body, "code", "expiry-mode"); got != want {
+		t.Errorf("page says expiry mode %q, want %q", got, want)
+	}
+	if !strings.Contains(html.UnescapeString(r.body), how) {
+		t.Errorf("page does not say %q:\n%s", how, r.body)
+	}
+	if !strings.Contains(app.logs.String(), "expiry="+want) {
+		t.Errorf("the log does not say expiry=%s:\n%s", want, app.logs)
+	}
+}
+
+// TestSecureCookies checks the app with COOKIE_SECURE: its cookies are
+// Secure and have the __Host- prefix, and it works behind an HTTPS proxy,
+// as in production.
+func TestSecureCookies(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, func(c *config) { c.CookieSecure = true })
+
+	// What the app sends, read from the header.
+	plain := newBrowser(t, app.url)
+	r := plain.post("/login", url.Values{"username": {"demo"}, "password": {"demo"}})
+	wantStatus(t, "POST /login", r, http.StatusSeeOther, "/")
+	var found bool
+	for _, line := range r.header.Values("Set-Cookie") {
+		c, err := http.ParseSetCookie(line)
+		if err != nil {
+			t.Fatalf("Set-Cookie %q: %v", line, err)
+		}
+		if c.Name != "__Host-session" {
+			t.Errorf("cookie %q set; want only __Host-session", c.Name)
+			continue
+		}
+		found = true
+		if !c.Secure || c.Path != "/" || c.Domain != "" || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode {
+			t.Errorf("Set-Cookie %q: want Secure, Path=/, no Domain, HttpOnly, SameSite=Lax", line)
+		}
+	}
+	if !found {
+		t.Fatalf("POST /login set no __Host-session cookie: %q", r.header.Values("Set-Cookie"))
+	}
+
+	// Through an HTTPS proxy, with a cookie jar that keeps Secure cookies
+	// to HTTPS, as browsers do.
+	target, err := url.Parse(app.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httptest.NewTLSServer(httputil.NewSingleHostReverseProxy(target))
+	t.Cleanup(proxy.Close)
+	b := newBrowser(t, proxy.URL)
+	b.client.Transport = proxy.Client().Transport
+	b.login("demo", "demo")
+	if b.cookie("__Host-session") == "" {
+		t.Fatal("no __Host-session cookie in the jar after login")
+	}
+	r = b.get("/")
+	wantStatus(t, "GET / over HTTPS", r, http.StatusOK, "")
+	if !strings.Contains(r.body, "Welcome, demo! You are logged in.") {
+		t.Errorf("home page over HTTPS:\n%s", r.body)
+	}
+	wantStatus(t, "POST /logout over HTTPS", b.post("/logout", nil), http.StatusSeeOther, "/login")
+	if b.cookie("__Host-session") != "" {
+		t.Error("the session cookie survived the logout")
+	}
+	r = b.get("/login")
+	if !strings.Contains(r.body, "You have been logged out.") {
+		t.Errorf("no logout message (the __Host-flash cookie) on the login page:\n%s", r.body)
+	}
+	wantStatus(t, "GET / after logout", b.get("/"), http.StatusSeeOther, "/login")
+	if strings.Contains(app.logs.String(), "level=ERROR") {
+		t.Errorf("errors in the log:\n%s", app.logs)
 	}
 }

@@ -134,7 +134,7 @@ func TestBrowserLoginLogout(t *testing.T) {
 	if got := text("#current-user"); got != "demo" {
 		t.Errorf("user on the page %q, want demo", got)
 	}
-	if got := text("main"); !strings.Contains(got, "Welcome, demo! You are logged in.") || !strings.Contains(got, "Your session expires at") {
+	if got := text("main"); !strings.Contains(got, "Welcome, demo! You are logged in.") || !strings.Contains(got, "Expires if you stay idle") {
 		t.Errorf("home page text:\n%s", got)
 	}
 	screenshot("2-home.png")

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -402,18 +403,34 @@ func wantStatus(t *testing.T, what string, r response, status int, location stri
 	}
 }
 
-var expiresRE = regexp.MustCompile(`<time id="expires" datetime="([^"]+)"`)
+// pageTime returns the time of the element <time id="id" datetime="…">
+// of a page: the machine-readable form of what the page shows.
+func pageTime(t *testing.T, body, id string) time.Time {
+	t.Helper()
+	m := regexp.MustCompile(`<time id="` + regexp.QuoteMeta(id) + `" datetime="([^"]+)"`).FindStringSubmatch(body)
+	if m == nil {
+		t.Fatalf("no time #%s on the page:\n%s", id, body)
+	}
+	tm, err := time.Parse(time.RFC3339, m[1])
+	if err != nil {
+		t.Fatalf("time #%s %q: %v", id, m[1], err)
+	}
+	return tm
+}
 
 // pageExpiry returns the session expiry that the home page shows.
 func pageExpiry(t *testing.T, body string) time.Time {
 	t.Helper()
-	m := expiresRE.FindStringSubmatch(body)
+	return pageTime(t, body, "expires")
+}
+
+// pageText returns the text of the element with the id (one without
+// child elements, whose tag name is tag) of a page, unescaped.
+func pageText(t *testing.T, body, tag, id string) string {
+	t.Helper()
+	m := regexp.MustCompile(`<` + tag + ` id="` + regexp.QuoteMeta(id) + `">([^<]*)</` + tag + `>`).FindStringSubmatch(body)
 	if m == nil {
-		t.Fatalf("no expiry on the page:\n%s", body)
+		t.Fatalf("no <%s id=%q> on the page:\n%s", tag, id, body)
 	}
-	exp, err := time.Parse(time.RFC3339, m[1])
-	if err != nil {
-		t.Fatalf("expiry %q: %v", m[1], err)
-	}
-	return exp
+	return html.UnescapeString(m[1])
 }

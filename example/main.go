@@ -1,20 +1,28 @@
 // Command example is a small login app whose sessions live in MongoDB,
 // kept by mongostore.
 //
-// It serves a login form, a page for logged-in users that shows when their
-// session expires, and a logout button. With no database configured it
-// starts an embedded MongoDB-compatible server (FerretDB with SQLite) whose
-// files live in DATA_DIR, so it runs with nothing installed.
+// It serves a login form, a page for logged-in users that shows what the
+// store keeps of their session (when it expires, how expired sessions are
+// deleted, which server holds them), and a logout button. With no database
+// configured it starts an embedded MongoDB-compatible server (FerretDB with
+// SQLite) whose files live in DATA_DIR, so it runs with nothing installed,
+// and prints its address for mongosh.
 //
 // Environment:
 //
 //	ADDR             address to listen on (default 127.0.0.1:8080)
 //	MONGODB_URI      MongoDB server to use; unset: the embedded server
-//	DATA_DIR         the embedded server's files (default .data)
+//	DATA_DIR         the embedded server's files and the session key file
+//	                 (default .data, relative to the directory the app runs
+//	                 in); the key file lives there even with MONGODB_URI
 //	DB_NAME          database name (default mongostore_example)
 //	SESSION_KEY      hex key that signs session cookies, at least 32 bytes;
-//	                 unset: a random key, and sessions end with the process
+//	                 unset: a key generated at the first start and kept in
+//	                 DATA_DIR/session.key (mode 0600), reused at later starts
 //	SESSION_MAX_AGE  idle timeout of a session, a Go duration (default 24h)
+//	COOKIE_SECURE    true: the cookies are Secure and the session cookie is
+//	                 named __Host-session; set it behind HTTPS (default
+//	                 false, for plain http://127.0.0.1)
 //	DEMO_USERS       extra users, as name:password,name:password
 //
 // The user demo with password demo always exists unless DEMO_USERS gives
@@ -23,7 +31,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -31,8 +38,12 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -46,7 +57,7 @@ import (
 // Defaults of the environment variables, and fixed settings.
 const (
 	defaultAddr     = "127.0.0.1:8080"
-	defaultDataDir  = ".data"
+	defaultDataDir  = ".data" // relative to the working directory
 	defaultDBName   = "mongostore_example"
 	defaultMaxAge   = 24 * time.Hour
 	collectionName  = "sessions"
@@ -65,17 +76,21 @@ type config struct {
 	// MongoURI is the MongoDB connection string (MONGODB_URI). Empty starts
 	// the embedded server with its files in DataDir.
 	MongoURI string
-	// DataDir holds the embedded server's files (DATA_DIR).
+	// DataDir holds the embedded server's files and, when SessionKey is
+	// empty, the session key file (DATA_DIR).
 	DataDir string
 	// DBName is the database that holds the sessions collection (DB_NAME).
 	DBName string
-	// SessionKey signs the session cookies (SESSION_KEY, hex).
+	// SessionKey signs the session cookies (SESSION_KEY, hex). Empty: the
+	// key kept in DataDir/session.key, made at the first start.
 	SessionKey []byte
-	// KeyGenerated says SessionKey was generated at start, not configured.
-	KeyGenerated bool
 	// MaxAge is the sessions' idle timeout and cookie lifetime
 	// (SESSION_MAX_AGE), a whole number of seconds.
 	MaxAge time.Duration
+	// CookieSecure makes the cookies Secure and names the session cookie
+	// __Host-session (COOKIE_SECURE). Browsers then send them over HTTPS
+	// only.
+	CookieSecure bool
 	// Users are the accounts that may log in: demo and DEMO_USERS.
 	Users []credential
 
@@ -110,10 +125,6 @@ func loadConfig(getenv func(string) string) (config, error) {
 				len(key), minKeyBytes, 2*minKeyBytes)
 		}
 		cfg.SessionKey = key
-	} else {
-		cfg.SessionKey = make([]byte, minKeyBytes)
-		_, _ = rand.Read(cfg.SessionKey) // never fails (see crypto/rand.Read)
-		cfg.KeyGenerated = true
 	}
 
 	if s := getenv("SESSION_MAX_AGE"); s != "" {
@@ -125,6 +136,14 @@ func loadConfig(getenv func(string) string) (config, error) {
 			return config{}, fmt.Errorf("SESSION_MAX_AGE: %v is not a whole number of seconds of at least 1s", d)
 		}
 		cfg.MaxAge = d
+	}
+
+	if s := getenv("COOKIE_SECURE"); s != "" {
+		secure, err := strconv.ParseBool(s)
+		if err != nil {
+			return config{}, fmt.Errorf("COOKIE_SECURE: %q is not true or false", s)
+		}
+		cfg.CookieSecure = secure
 	}
 
 	users, err := parseUsers(getenv("DEMO_USERS"))
@@ -181,8 +200,11 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 // serve does the work of run; its deferred calls release, in reverse order
 // of acquisition, everything it started.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) (err error) {
-	if cfg.KeyGenerated {
-		logger.Warn("SESSION_KEY is not set: using a random key, so sessions will not survive a restart")
+	key := cfg.SessionKey
+	if len(key) == 0 {
+		if key, err = loadOrCreateKey(logger, cfg.DataDir); err != nil {
+			return fmt.Errorf("%w (or set SESSION_KEY)", err)
+		}
 	}
 	users, err := newUserDB(cfg.Users, cfg.BcryptCost)
 	if err != nil {
@@ -192,7 +214,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	startCtx, cancelStart := context.WithTimeout(ctx, startupTimeout)
 	defer cancelStart()
 
-	uri := cfg.MongoURI
+	uri, server := cfg.MongoURI, describeServer(cfg.MongoURI)
 	if uri == "" {
 		// The embedded server must outlive ctx: it stops after the HTTP
 		// server has finished its requests, in the deferred Close.
@@ -211,9 +233,16 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 			}
 		}()
 		uri = srv.URI()
-		logger.Info("started embedded database (FerretDB, SQLite)", "dir", cfg.DataDir)
+		dir, err := filepath.Abs(cfg.DataDir)
+		if err != nil {
+			dir = cfg.DataDir
+		}
+		server = "embedded FerretDB (SQLite) in " + dir
+		logger.Info("started embedded database (FerretDB, SQLite)", "dir", dir, "uri", uri)
+		fmt.Fprintf(stdout, "embedded database: %s (try: mongosh %s%s --eval 'db.%s.find()')\n",
+			uri, strings.TrimSuffix(uri, "/")+"/", cfg.DBName, collectionName)
 	} else {
-		logger.Info("using the database in MONGODB_URI")
+		logger.Info("using the database in MONGODB_URI", "server", server)
 	}
 
 	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName("mongostore-example").SetTimeout(dbTimeout), cfg.ClientOptions)
@@ -232,22 +261,26 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	}
 
 	coll := client.Database(cfg.DBName).Collection(collectionName)
-	store, err := mongostore.NewStore(startCtx, coll, mongostore.Config{
-		AbsoluteTimeout: max(mongostore.DefaultAbsoluteTimeout, cfg.MaxAge),
-		Logger:          logger,
-	}, cfg.SessionKey)
+	// Config.AbsoluteTimeout stays unset: a session then lives at most 7
+	// days from its creation, or its MaxAge if that is longer.
+	store, err := mongostore.NewStore(startCtx, coll, mongostore.Config{Logger: logger}, key)
 	if err != nil {
 		return fmt.Errorf("session store: %w", err)
 	}
 	defer store.Close() // stops the GC goroutine; never fails
 	store.MaxAge(int(cfg.MaxAge / time.Second))
+	store.Options.Secure = cfg.CookieSecure // with the default Path "/" and no Domain, as __Host- needs
 	logger.Info("session store ready", "database", cfg.DBName, "collection", collectionName,
-		"expiry", store.ExpiryMode().String(), "max_age", cfg.MaxAge.String())
+		"expiry", store.ExpiryMode().String(), "max_age", cfg.MaxAge.String(), "cookie_secure", cfg.CookieSecure)
+	if !cfg.CookieSecure {
+		logger.Info("COOKIE_SECURE is off: cookies also travel over plain HTTP; set COOKIE_SECURE=true behind HTTPS")
+	}
 
 	handler, err := newApp(appOptions{
 		Store:      store,
 		Users:      users,
-		SessionKey: cfg.SessionKey,
+		SessionKey: key,
+		Server:     server,
 		Ping:       func(ctx context.Context) error { return client.Ping(ctx, readpref.Primary()) },
 		Logger:     logger,
 	})
@@ -322,4 +355,70 @@ func baseURL(addr net.Addr) string {
 		host = "localhost"
 	}
 	return "http://" + net.JoinHostPort(host, fmt.Sprint(tcp.Port))
+}
+
+// describeServer says, for people, which server the connection string uri
+// names: "MongoDB at host:port" (several hosts comma-separated; "(DNS seed
+// list)" for mongodb+srv). It never returns credentials: the user name and
+// password, the database and the options are left out, and a string it
+// cannot read gives a generic description.
+func describeServer(uri string) string {
+	const unknown = "the MongoDB server in MONGODB_URI"
+	rest, srv := strings.CutPrefix(uri, "mongodb+srv://")
+	if !srv {
+		var ok bool
+		if rest, ok = strings.CutPrefix(uri, "mongodb://"); !ok {
+			return unknown
+		}
+	}
+	// As the driver reads it: user information ends at the first "@" (any
+	// later "@" must be escaped), and the hosts at the next "/" or "?".
+	if _, after, ok := strings.Cut(rest, "@"); ok {
+		rest = after
+	}
+	hosts := rest
+	if i := strings.IndexAny(rest, "/?"); i >= 0 {
+		hosts = rest[:i]
+	}
+	list := strings.Split(hosts, ",")
+	for i, h := range list {
+		h, err := url.QueryUnescape(h) // a Unix socket's path is escaped
+		if err != nil || !validHost(h) {
+			return unknown
+		}
+		list[i] = h
+	}
+	desc := "MongoDB at " + strings.Join(list, ", ")
+	if srv {
+		desc += " (DNS seed list)"
+	}
+	return desc
+}
+
+// validHost reports whether h is a host name or IP address, optionally
+// with a port, or the path of a Unix socket.
+func validHost(h string) bool {
+	if strings.HasPrefix(h, "/") && strings.HasSuffix(h, ".sock") {
+		return true
+	}
+	host := h
+	if hp, port, err := net.SplitHostPort(h); err == nil {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return false
+		}
+		host = hp
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if net.ParseIP(host) != nil {
+		return true
+	}
+	if host == "" {
+		return false
+	}
+	for _, r := range host {
+		if !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '-' || r == '.' || r == '_') {
+			return false
+		}
+	}
+	return true
 }

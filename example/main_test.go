@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"encoding/hex"
+	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,27 +21,30 @@ func TestLoadConfig(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// No SESSION_KEY: serve takes the key from DATA_DIR (loadOrCreateKey).
 	if cfg.Addr != defaultAddr || cfg.MongoURI != "" || cfg.DataDir != ".data" || cfg.DBName != "mongostore_example" ||
-		cfg.MaxAge != 24*time.Hour || !cfg.KeyGenerated || len(cfg.SessionKey) != 32 ||
+		cfg.MaxAge != 24*time.Hour || cfg.SessionKey != nil || cfg.CookieSecure ||
 		len(cfg.Users) != 1 || cfg.Users[0] != (credential{"demo", "demo"}) {
 		t.Errorf("defaults: %+v", cfg)
-	}
-	other, _ := loadConfig(env(nil))
-	if bytes.Equal(cfg.SessionKey, other.SessionKey) {
-		t.Error("two generated keys are equal")
 	}
 
 	key := strings.Repeat("ab", 32)
 	cfg, err = loadConfig(env(map[string]string{
 		"ADDR": "127.0.0.1:0", "MONGODB_URI": "mongodb://db:27017", "DATA_DIR": "/var/lib/x", "DB_NAME": "app",
-		"SESSION_KEY": key, "SESSION_MAX_AGE": "90m", "DEMO_USERS": "alice:wonder:land, bob:builder,demo:secret",
+		"SESSION_KEY": key, "SESSION_MAX_AGE": "90m", "COOKIE_SECURE": "true",
+		"DEMO_USERS": "alice:wonder:land, bob:builder,demo:secret",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Addr != "127.0.0.1:0" || cfg.MongoURI != "mongodb://db:27017" || cfg.DataDir != "/var/lib/x" || cfg.DBName != "app" ||
-		cfg.KeyGenerated || !bytes.Equal(cfg.SessionKey, bytes.Repeat([]byte{0xab}, 32)) || cfg.MaxAge != 90*time.Minute {
+		!bytes.Equal(cfg.SessionKey, bytes.Repeat([]byte{0xab}, 32)) || cfg.MaxAge != 90*time.Minute || !cfg.CookieSecure {
 		t.Errorf("from the environment: %+v", cfg)
+	}
+	for v, want := range map[string]bool{"1": true, "TRUE": true, "false": false, "0": false} {
+		if cfg, err := loadConfig(env(map[string]string{"COOKIE_SECURE": v})); err != nil || cfg.CookieSecure != want {
+			t.Errorf("COOKIE_SECURE=%s: %v, %v; want %v", v, cfg.CookieSecure, err, want)
+		}
 	}
 	wantUsers := []credential{{"demo", "secret"}, {"alice", "wonder:land"}, {"bob", "builder"}}
 	if len(cfg.Users) != len(wantUsers) {
@@ -56,6 +63,7 @@ func TestLoadConfig(t *testing.T) {
 		"max age too short":  {map[string]string{"SESSION_MAX_AGE": "500ms"}},
 		"max age fractional": {map[string]string{"SESSION_MAX_AGE": "1.5s"}},
 		"max age negative":   {map[string]string{"SESSION_MAX_AGE": "-1h"}},
+		"cookie secure yes":  {map[string]string{"COOKIE_SECURE": "yes"}},
 		"user no password":   {map[string]string{"DEMO_USERS": "alice"}},
 		"user empty pass":    {map[string]string{"DEMO_USERS": "alice:"}},
 		"user bad name":      {map[string]string{"DEMO_USERS": "a b:c"}},
@@ -111,6 +119,169 @@ func TestBaseURL(t *testing.T) {
 		}
 		if got := baseURL(a); got != want {
 			t.Errorf("baseURL(%s) = %s, want %s", addr, got, want)
+		}
+	}
+}
+
+func TestLoadOrCreateKey(t *testing.T) {
+	valid := strings.Repeat("0123456789abcdef", 4)
+	for _, tc := range []struct {
+		name    string
+		content string // of the key file before the start; "" for none
+		wantErr string // in the error; "" for success
+	}{
+		{name: "no file: a new key"},
+		{name: "saved key", content: valid + "\n"},
+		{name: "saved key, white space and upper case", content: "  " + strings.ToUpper(valid) + "\r\n\n"},
+		{name: "longer key", content: valid + valid},
+		{name: "not hex", content: "zz" + valid[2:], wantErr: "not hexadecimal"},
+		{name: "too short", content: valid[:62], wantErr: "31 bytes, want at least 32"},
+		{name: "empty", content: "\n", wantErr: "0 bytes, want at least 32"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "data") // not there yet
+			path := filepath.Join(dir, keyFileName)
+			if tc.content != "" {
+				if err := os.MkdirAll(dir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(tc.content), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var logs bytes.Buffer
+			key, err := loadOrCreateKey(slog.New(slog.NewTextHandler(&logs, nil)), dir)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("error %v, want one naming %s and saying %q", err, path, tc.wantErr)
+				}
+				if got, _ := os.ReadFile(path); string(got) != tc.content {
+					t.Errorf("the bad key file was changed to %q", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(key) < minKeyBytes {
+				t.Fatalf("key of %d bytes", len(key))
+			}
+			if strings.Contains(logs.String(), hex.EncodeToString(key)) {
+				t.Errorf("the key is in the log:\n%s", logs.String())
+			}
+			if !strings.Contains(logs.String(), "file="+path) {
+				t.Errorf("the log does not say where the key is:\n%s", logs.String())
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.content == "" {
+				if want := hex.EncodeToString(key) + "\n"; string(data) != want {
+					t.Errorf("key file holds %q, want %q", data, want)
+				}
+				if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+					t.Errorf("key file mode %v (%v), want 0600", fi.Mode().Perm(), err)
+				}
+				if !strings.Contains(logs.String(), "generated a session key") {
+					t.Errorf("the log does not say the key is new:\n%s", logs.String())
+				}
+			} else if string(data) != tc.content {
+				t.Errorf("the key file was rewritten: %q", data)
+			}
+
+			// The next start uses the same key.
+			logs.Reset()
+			again, err := loadOrCreateKey(slog.New(slog.NewTextHandler(&logs, nil)), dir)
+			if err != nil || !bytes.Equal(again, key) {
+				t.Fatalf("second start: key equal %v, error %v", bytes.Equal(again, key), err)
+			}
+			if !strings.Contains(logs.String(), "using the session key saved in") {
+				t.Errorf("second start's log:\n%s", logs.String())
+			}
+		})
+	}
+
+	t.Run("loose permissions", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.WriteFile(filepath.Join(dir, keyFileName), []byte(valid), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(filepath.Join(dir, keyFileName), 0o644); err != nil { // whatever the umask
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		if _, err := loadOrCreateKey(slog.New(slog.NewTextHandler(&logs, nil)), dir); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "chmod 600") {
+			t.Errorf("no warning about a key file others can read:\n%s", logs.String())
+		}
+	})
+
+	t.Run("data dir is a file", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "file")
+		if err := os.WriteFile(file, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadOrCreateKey(slog.New(slog.DiscardHandler), file); err == nil {
+			t.Fatal("no error")
+		} else {
+			t.Log(err)
+		}
+	})
+}
+
+func TestDescribeServer(t *testing.T) {
+	const unknown = "the MongoDB server in MONGODB_URI"
+	for _, tc := range []struct{ uri, want string }{
+		{"mongodb://127.0.0.1:27017/", "MongoDB at 127.0.0.1:27017"},
+		{"mongodb://localhost", "MongoDB at localhost"},
+		{"mongodb://db.example.com:27017/app?replicaSet=rs0", "MongoDB at db.example.com:27017"},
+		{"mongodb://user:secret@db1:27017,db2:27018/app?authSource=admin", "MongoDB at db1:27017, db2:27018"},
+		{"mongodb://user:p%40ss%2Fw0rd@db:27017/", "MongoDB at db:27017"},
+		{"mongodb://secretuser@db/", "MongoDB at db"},
+		{"mongodb+srv://user:secret@cluster0.abcde.mongodb.net/?retryWrites=true", "MongoDB at cluster0.abcde.mongodb.net (DNS seed list)"},
+		{"mongodb://[::1]:27017/", "MongoDB at [::1]:27017"},
+		{"mongodb://%2Ftmp%2Fmongodb-27017.sock", "MongoDB at /tmp/mongodb-27017.sock"},
+		{"mongodb://user:secret/x@db/", "MongoDB at db"}, // the driver refuses it; still no credentials
+		// Anything odd gives no details.
+		{"mongodb://user:secret", unknown},
+		{"mongodb://user:99999/", unknown},
+		{"mongodb://db:27017:secret/", unknown},
+		{"mongodb://db with secret/", unknown},
+		{"mongodb://", unknown},
+		{"postgres://user:secret@db/", unknown},
+		{"", unknown},
+	} {
+		got := describeServer(tc.uri)
+		if got != tc.want {
+			t.Errorf("describeServer(%q) = %q, want %q", tc.uri, got, tc.want)
+		}
+		if strings.Contains(got, "secret") || strings.Contains(got, "user") {
+			t.Errorf("describeServer(%q) = %q: shows credentials", tc.uri, got)
+		}
+	}
+}
+
+func TestHumanDuration(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{-time.Hour, "less than a minute"},
+		{0, "less than a minute"},
+		{29 * time.Second, "less than a minute"},
+		{30 * time.Second, "1m"},
+		{24*time.Hour - 1500*time.Millisecond, "1d"},
+		{24*time.Hour - 31*time.Second, "23h59m"},
+		{2 * time.Hour, "2h"},
+		{7*24*time.Hour - time.Minute, "6d23h59m"},
+		{30 * 24 * time.Hour, "30d"},
+		{26*time.Hour + 5*time.Minute, "1d2h5m"},
+	} {
+		if got := humanDuration(tc.d); got != tc.want {
+			t.Errorf("humanDuration(%v) = %q, want %q", tc.d, got, tc.want)
 		}
 	}
 }

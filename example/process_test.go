@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/hex"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,6 +18,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // appProcess is the app built by `go build`, running as a process of its
@@ -44,7 +50,7 @@ func startAppProcess(t *testing.T, env ...string) *appProcess {
 	cmd := exec.Command(bin)
 	for _, kv := range os.Environ() {
 		switch name, _, _ := strings.Cut(kv, "="); name {
-		case "ADDR", "MONGODB_URI", "DATA_DIR", "DB_NAME", "SESSION_KEY", "SESSION_MAX_AGE", "DEMO_USERS":
+		case "ADDR", "MONGODB_URI", "DATA_DIR", "DB_NAME", "SESSION_KEY", "SESSION_MAX_AGE", "COOKIE_SECURE", "DEMO_USERS":
 		default:
 			cmd.Env = append(cmd.Env, kv)
 		}
@@ -128,22 +134,41 @@ func (p *appProcess) terminate() {
 	p.t.Logf("app output:\n%s", out)
 }
 
-// TestRestartKeepsSession logs in, restarts the app process with the same
-// SESSION_KEY and data, and checks that the user is still logged in; then
-// restarts it without SESSION_KEY and checks that the session is lost, as
-// the app's log says.
-func TestRestartKeepsSession(t *testing.T) {
-	t.Parallel()
-	env := []string{"ADDR=127.0.0.1:0", "SESSION_KEY=" + hex.EncodeToString(randomKey()), "DEMO_USERS=alice:wonderland"}
-	if embeddedServer {
-		env = append(env, "DATA_DIR="+t.TempDir()) // the app starts its own embedded server
-	} else {
+// restartEnv returns the environment of an app process for a restart test:
+// a free port, DATA_DIR (a directory of the test's, which the embedded
+// server, if any, and a key file use) and, when the tests use a server of
+// their own, that server.
+func restartEnv(t *testing.T) []string {
+	env := []string{"ADDR=127.0.0.1:0", "DATA_DIR=" + t.TempDir(), "DEMO_USERS=alice:wonderland"}
+	if !embeddedServer {
 		env = append(env, "MONGODB_URI="+testURI, "DB_NAME="+testDBName(t))
 	}
+	return env
+}
+
+// sameAddr returns env with ADDR set to the address p listens on, so that
+// a restarted app keeps the browser's cookie and URL.
+func sameAddr(t *testing.T, env []string, p *appProcess) []string {
+	t.Helper()
+	u, err := url.Parse(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env = slices.Clone(env)
+	env[0] = "ADDR=" + u.Host
+	return env
+}
+
+// TestRestartKeepsSession logs in, restarts the app process with the same
+// SESSION_KEY and data, and checks that the user is still logged in; then
+// restarts it with another SESSION_KEY and checks that the session is lost.
+func TestRestartKeepsSession(t *testing.T) {
+	t.Parallel()
+	env := append(restartEnv(t), "SESSION_KEY="+hex.EncodeToString(randomKey()))
 
 	first := startAppProcess(t, env...)
-	if strings.Contains(first.output(), "will not survive a restart") {
-		t.Errorf("the app warns about a generated key although SESSION_KEY is set")
+	if strings.Contains(first.output(), "session key saved in") || strings.Contains(first.output(), "generated a session key") {
+		t.Errorf("the app uses a key file although SESSION_KEY is set:\n%s", first.output())
 	}
 	b := newBrowser(t, first.url)
 	b.login("alice", "wonderland")
@@ -152,12 +177,7 @@ func TestRestartKeepsSession(t *testing.T) {
 	expBefore := pageExpiry(t, r.body)
 	first.terminate()
 
-	// Same address, so that the browser's cookie and URL stay the same.
-	u, err := url.Parse(first.url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	env[0] = "ADDR=" + u.Host
+	env = sameAddr(t, env, first)
 	second := startAppProcess(t, env...)
 	if second.url != first.url {
 		t.Fatalf("restarted app listens on %s, want %s", second.url, first.url)
@@ -172,14 +192,93 @@ func TestRestartKeepsSession(t *testing.T) {
 	}
 	second.terminate()
 
-	// Without SESSION_KEY the app makes up a key, says so, and the cookie
-	// signed with the old key no longer counts.
-	third := startAppProcess(t, slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "SESSION_KEY=") })...)
-	if !strings.Contains(third.output(), "sessions will not survive a restart") {
-		t.Errorf("no warning about the generated key:\n%s", third.output())
-	}
+	// With another key, the cookie signed with the old one no longer counts.
+	env[len(env)-1] = "SESSION_KEY=" + hex.EncodeToString(randomKey())
+	third := startAppProcess(t, env...)
 	wantStatus(t, "GET / after restart with another key", b.get("/"), http.StatusSeeOther, "/login")
 	third.terminate()
+}
+
+var embeddedURIRE = regexp.MustCompile(`(?m)^embedded database: (mongodb://\S+) \(try: mongosh (\S+) --eval 'db\.sessions\.find\(\)'\)$`)
+
+// TestRestartWithKeyFile checks the app without SESSION_KEY: its first
+// start makes a key and keeps it in DATA_DIR (also when the database is
+// elsewhere), later starts reuse it, so that sessions survive restarts. It
+// also checks that the app prints the embedded server's address, where
+// mongosh (here, the driver) finds the session.
+func TestRestartWithKeyFile(t *testing.T) {
+	t.Parallel()
+	env := restartEnv(t)
+	dataDir := strings.TrimPrefix(env[1], "DATA_DIR=")
+	keyFile := filepath.Join(dataDir, keyFileName)
+
+	first := startAppProcess(t, env...)
+	out := first.output()
+	if !strings.Contains(out, "generated a session key") || !strings.Contains(out, "file="+keyFile) {
+		t.Errorf("the log does not say that a key was made and kept in %s:\n%s", keyFile, out)
+	}
+	data, err := os.ReadFile(keyFile)
+	if err != nil {
+		t.Fatalf("key file: %v", err)
+	}
+	if fi, err := os.Stat(keyFile); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("key file mode %v (%v), want 0600", fi.Mode().Perm(), err)
+	}
+	key := strings.TrimSpace(string(data))
+	if k, err := hex.DecodeString(key); err != nil || len(k) != minKeyBytes {
+		t.Fatalf("key file holds %d bytes (%v), want %d in hex", len(k), err, minKeyBytes)
+	}
+	if strings.Contains(out, key) {
+		t.Errorf("the key is in the output")
+	}
+
+	b := newBrowser(t, first.url)
+	b.login("alice", "wonderland")
+	wantStatus(t, "GET / before restart", b.get("/"), http.StatusOK, "")
+
+	m := embeddedURIRE.FindStringSubmatch(out)
+	switch {
+	case embeddedServer && m == nil:
+		t.Errorf("the app does not print the embedded server's address and a mongosh command:\n%s", out)
+	case embeddedServer:
+		if want := strings.TrimSuffix(m[1], "/") + "/" + defaultDBName; m[2] != want {
+			t.Errorf("mongosh command for %s, want %s", m[2], want)
+		}
+		// What the printed command would show.
+		client, err := mongo.Connect(options.Client().ApplyURI(m[2]).SetTimeout(30 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer client.Disconnect(context.Background())
+		n, err := client.Database(defaultDBName).Collection(collectionName).CountDocuments(t.Context(), bson.D{})
+		if err != nil || n != 1 {
+			t.Errorf("%d session documents at the printed address (%v), want 1", n, err)
+		}
+	case m != nil || strings.Contains(out, "embedded database:"):
+		t.Errorf("the app prints an embedded server's address although MONGODB_URI is set:\n%s", out)
+	}
+	first.terminate()
+
+	env = sameAddr(t, env, first)
+	second := startAppProcess(t, env...)
+	if !strings.Contains(second.output(), "using the session key saved in "+keyFile) {
+		t.Errorf("the log does not say the saved key is used:\n%s", second.output())
+	}
+	r := b.get("/")
+	wantStatus(t, "GET / after restart", r, http.StatusOK, "")
+	if !strings.Contains(r.body, `<strong id="current-user">alice</strong>`) {
+		t.Errorf("after restart the page does not show alice:\n%s", r.body)
+	}
+	second.terminate()
+
+	// SESSION_KEY, when set, is the key: the file's no longer counts, and
+	// the file stays as it was.
+	third := startAppProcess(t, append(env, "SESSION_KEY="+hex.EncodeToString(randomKey()))...)
+	wantStatus(t, "GET / with SESSION_KEY set to another key", b.get("/"), http.StatusSeeOther, "/login")
+	third.terminate()
+	if again, err := os.ReadFile(keyFile); err != nil || string(again) != string(data) {
+		t.Errorf("the key file changed (%v)", err)
+	}
 }
 
 // TestBadConfiguration checks that the binary refuses bad settings with a
