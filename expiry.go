@@ -338,7 +338,7 @@ type SessionTimes struct {
 func (s *Store) Times(session *sessions.Session) (SessionTimes, bool) {
 	st, stored := s.states.get(session)
 	if w, ok := s.pending.get(session); ok && w.willSave() {
-		now := s.cfg.Now().Truncate(time.Millisecond)
+		now := w.at
 		created := now
 		if stored {
 			created = st.createdAt

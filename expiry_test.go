@@ -681,3 +681,28 @@ func TestMiddlewareTimesInHandler(t *testing.T) {
 		t.Fatal("Times reports a new, empty session as stored")
 	}
 }
+
+// TestMiddlewareTimesPredictTheSave checks, with the real clock moving
+// while the handler runs, that the times a handler reads before the save
+// are exactly the ones the save writes.
+func TestMiddlewareTimesPredictTheSave(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	var got SessionTimes
+	h := mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		s.Values["n"] = time.Now().UnixNano()
+		time.Sleep(5 * time.Millisecond) // the clock moves before Times
+		got, _ = f.store.Times(s)
+		time.Sleep(5 * time.Millisecond) // and before the save
+	}).ServeHTTP
+	b := newBrowser()
+	for range 2 { // an insert, then an update
+		b.do(h)
+		doc, ok := mwBrowserDocument(t, f, b)
+		if !ok {
+			t.Fatal("no document")
+		}
+		if exp, upd := mwDate(t, doc, fieldExpiresAt), mwDate(t, doc, fieldUpdatedAt); !exp.Equal(got.ExpiresAt) || !upd.Equal(got.UpdatedAt) {
+			t.Fatalf("Times in the handler: expires %v, updated %v; saved: %v, %v", got.ExpiresAt, got.UpdatedAt, exp, upd)
+		}
+	}
+}

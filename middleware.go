@@ -73,9 +73,13 @@ func (s *Store) Middleware(name string, opts MiddlewareOptions) func(http.Handle
 				s.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: discarding unreadable session",
 					slog.String("session", name), slog.String("error", err.Error()))
 			}
-			r = r.WithContext(context.WithValue(r.Context(), sessionContextKey{name}, session))
+			// One instant for the request: what Store.Times predicts in the
+			// handler is what the save writes.
+			at := s.cfg.Now().Truncate(time.Millisecond)
+			ctx := context.WithValue(r.Context(), sessionContextKey{name}, session)
+			r = r.WithContext(context.WithValue(ctx, requestInstantKey{}, at))
 			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, opts: &opts,
-				baseHeader: w.Header().Clone()}
+				baseHeader: w.Header().Clone(), at: at}
 			s.pending.set(session, sw)
 			next.ServeHTTP(sw, r)
 			sw.finish()

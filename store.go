@@ -129,6 +129,21 @@ func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
 	return session, s.load(ctx, session, id)
 }
 
+// requestInstantKey is the context key of the instant Store.Middleware
+// pins for its request.
+type requestInstantKey struct{}
+
+// instant returns the time a save in ctx writes: the instant the middleware
+// pinned for the request (so that Times, called earlier in the handler,
+// predicts the save exactly), or now. Whether a session is still live is
+// always checked against the clock itself.
+func (s *Store) instant(ctx context.Context) time.Time {
+	if t, ok := ctx.Value(requestInstantKey{}).(time.Time); ok {
+		return t
+	}
+	return s.cfg.Now()
+}
+
 // opContext bounds one operation on the database by Config.Timeout. A
 // detached operation keeps ctx's values but not its cancellation: a save
 // must not be lost because the client hung up.
@@ -240,15 +255,15 @@ func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessio
 	if err != nil {
 		return err
 	}
-	now := s.cfg.Now()
+	now := s.instant(ctx)
 	if stored {
 		expiresAt := s.expiresAt(session.Options, st.createdAt, now)
-		if !expiresAt.After(now) {
+		if !expiresAt.After(s.cfg.Now()) {
 			return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
 		}
 		f := sealedFields{docID: st.docID, createdAt: st.createdAt, updatedAt: now, expiresAt: expiresAt, data: data}
 		mac := s.sealer.seal(&f)
-		if err := s.update(ctx, st.docID, updateDocument(f, mac), now); err != nil {
+		if err := s.update(ctx, st.docID, updateDocument(f, mac), s.cfg.Now()); err != nil {
 			return err
 		}
 		st.savedAt, st.expiresAt, st.data, st.options = now, expiresAt, data, *session.Options
@@ -369,13 +384,13 @@ func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *
 		s.detach(session)
 		return err
 	}
-	now := s.cfg.Now()
+	now := s.instant(ctx)
 	before, err := s.coll.remove(ctx, st.docID)
 	if err != nil {
 		s.detach(session)
 		return err
 	}
-	if before == nil || !live(before, now) {
+	if before == nil || !live(before, s.cfg.Now()) {
 		return ErrSessionGone // deleted or expired meanwhile: never revived
 	}
 	s.detach(session)

@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/gorilla/sessions"
 )
@@ -34,6 +35,9 @@ type sessionWriter struct {
 	// baseHeader is the response header as it was before the handler ran
 	// (outer middleware's headers and Vary), restored on a failed save.
 	baseHeader http.Header
+
+	// at is the request's instant: the time its save writes.
+	at time.Time
 
 	once      sync.Once
 	committed bool // commit has run: the response may have started

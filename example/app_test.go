@@ -306,15 +306,15 @@ func TestHealthzDatabaseDown(t *testing.T) {
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
-			_ = db.stop()
+			_ = db.Stop()
 		}
 	})
-	app := startApp(t, func(c *config) { c.MongoURI = db.uri })
+	app := startApp(t, func(c *config) { c.MongoURI = db.URI })
 	b := newBrowser(t, app.url)
 	wantStatus(t, "GET /healthz", b.get("/healthz"), http.StatusOK, "")
 	b.login("demo", "demo")
 
-	if err := db.stop(); err != nil {
+	if err := db.Stop(); err != nil {
 		t.Fatalf("stop database: %v", err)
 	}
 	stopped = true

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"html"
 	"io"
@@ -22,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mongostore/mongostore/internal/testserver"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -64,11 +63,11 @@ func testMain(m *testing.M) int {
 			return 1
 		}
 		defer func() {
-			if err := db.stop(); err != nil {
+			if err := db.Stop(); err != nil {
 				fmt.Fprintln(os.Stderr, "test tear-down: stop embedded server:", err)
 			}
 		}()
-		testURI = db.uri
+		testURI = db.URI
 		embeddedServer = true
 	}
 	testDB, err = mongo.Connect(options.Client().ApplyURI(testURI).SetTimeout(30 * time.Second))
@@ -104,71 +103,19 @@ func goBuild(pkg, name string) func() (string, error) {
 
 var (
 	// embeddbBinary is the embedded server's command.
-	embeddbBinary = goBuild("github.com/mongostore/mongostore/embeddb/cmd/embeddb", "embeddb")
+	embeddbBinary = sync.OnceValues(func() (string, error) { return testserver.Build(testDir) })
 	// appBinary is this app, built without the race detector.
 	appBinary = goBuild(".", "example")
 )
 
-// dbProcess is an embedded server running in a process of its own.
-type dbProcess struct {
-	uri   string
-	stdin io.Closer
-	done  chan error
-	kill  func() error
-}
-
-// startDBProcess starts the embedded server with its files in dir.
-func startDBProcess(dir string) (*dbProcess, error) {
+// startDBProcess starts the embedded server, in a process of its own, with
+// its files in dir.
+func startDBProcess(dir string) (*testserver.Process, error) {
 	bin, err := embeddbBinary()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "-dir", dir, "-addr", "127.0.0.1:0", "-stdin")
-	cmd.Stderr = os.Stderr
-	cmd.WaitDelay = 10 * time.Second // Wait returns even if the output pipes stay open
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &dbProcess{stdin: stdin, done: make(chan error, 1), kill: cmd.Process.Kill}
-	lines := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		if sc.Scan() {
-			lines <- sc.Text()
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-		p.done <- cmd.Wait()
-	}()
-	select {
-	case p.uri = <-lines:
-		return p, nil
-	case err := <-p.done:
-		return nil, fmt.Errorf("embedded server exited before it printed its URI: %v", err)
-	case <-time.After(time.Minute):
-		_ = cmd.Process.Kill()
-		return nil, errors.New("embedded server did not print its URI within a minute")
-	}
-}
-
-// stop stops the server (it stops when its standard input closes) and
-// waits for it.
-func (p *dbProcess) stop() error {
-	p.stdin.Close()
-	select {
-	case err := <-p.done:
-		return err
-	case <-time.After(30 * time.Second):
-		_ = p.kill()
-		return errors.New("embedded server did not stop within 30s; killed")
-	}
+	return testserver.Start(bin, dir)
 }
 
 var dbSeq atomic.Int64
