@@ -156,16 +156,23 @@ func dbError(op string, err error) error {
 	return fmt.Errorf("%w: %s: %w", ErrDatabase, op, err)
 }
 
+// oneOrNone turns the answer of a command that returns at most one
+// document into that document, or nil if there was none.
+func oneOrNone(op string) func(bson.Raw, error) (bson.Raw, error) {
+	return func(doc bson.Raw, err error) (bson.Raw, error) {
+		switch {
+		case errors.Is(err, mongo.ErrNoDocuments):
+			return nil, nil
+		case err != nil:
+			return nil, dbError(op, err)
+		}
+		return doc, nil
+	}
+}
+
 // find returns the document docID, or nil if there is none.
 func (c collection) find(ctx context.Context, docID string) (bson.Raw, error) {
-	raw, err := c.c.FindOne(ctx, idFilter(docID)).Raw()
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, dbError("load session", err)
-	}
-	return raw, nil
+	return oneOrNone("load session")(c.c.FindOne(ctx, idFilter(docID)).Raw())
 }
 
 // insert inserts a new session document.
@@ -180,28 +187,14 @@ func (c collection) insert(ctx context.Context, doc bson.D) error {
 // returns the document as it was before (whole: FerretDB v1 refuses a
 // projection in findAndModify), or nil if there was none.
 func (c collection) update(ctx context.Context, docID string, change bson.D) (bson.Raw, error) {
-	before, err := c.c.FindOneAndUpdate(ctx, idFilter(docID), change,
-		options.FindOneAndUpdate().SetReturnDocument(options.Before)).Raw()
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, dbError("save session", err)
-	}
-	return before, nil
+	return oneOrNone("save session")(c.c.FindOneAndUpdate(ctx, idFilter(docID), change,
+		options.FindOneAndUpdate().SetReturnDocument(options.Before)).Raw())
 }
 
 // remove deletes the document docID and returns it, or nil if there was
 // none.
 func (c collection) remove(ctx context.Context, docID string) (bson.Raw, error) {
-	before, err := c.c.FindOneAndDelete(ctx, idFilter(docID)).Raw()
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, dbError("delete session", err)
-	}
-	return before, nil
+	return oneOrNone("delete session")(c.c.FindOneAndDelete(ctx, idFilter(docID)).Raw())
 }
 
 // delete deletes the document docID, if it exists.
