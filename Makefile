@@ -8,7 +8,7 @@ MODULES := . embeddb example ginstore
 # Extra flags for go test, e.g. TESTFLAGS=-v (CI's DocumentDB leg, to see skips).
 TESTFLAGS ?=
 FUZZTIME ?= 10s
-FUZZ_TARGETS := FuzzDecodeCookie FuzzDecodeDocument FuzzGobCodec FuzzJSONCodec
+FUZZ_TARGETS := FuzzDecodeCookie FuzzDecodeDocument FuzzCompactCodec FuzzGobCodec FuzzJSONCodec
 
 .PHONY: test test-docdb vet fmt-check fuzz bench run browser
 

@@ -8,18 +8,50 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fuzzSameValues reports whether two decoded session values are equal.
-// reflect.DeepEqual says NaN != NaN, and gob round-trips a float NaN as NaN,
-// so values holding a NaN are compared by their printed form instead (fmt
-// prints maps sorted by key).
+// Times are compared by instant and zone offset (a round trip through gob or
+// CompactCodec gives an unnamed zone a new *Location, which DeepEqual
+// tells apart). reflect.DeepEqual says NaN != NaN, and gob round-trips a
+// float NaN as NaN, so values holding a NaN are compared by their printed
+// form instead (fmt prints maps sorted by key).
 func fuzzSameValues(a, b map[any]any) bool {
-	if reflect.DeepEqual(a, b) {
+	na, nb := normalizeTimes(a), normalizeTimes(b)
+	if reflect.DeepEqual(na, nb) {
 		return true
 	}
-	sa, sb := fmt.Sprintf("%#v", a), fmt.Sprintf("%#v", b)
+	sa, sb := fmt.Sprintf("%#v", na), fmt.Sprintf("%#v", nb)
 	return sa == sb && strings.Contains(sa, "NaN")
+}
+
+// normalizeTimes returns v with every time.Time replaced by its RFC 3339
+// form with nanoseconds and offset.
+func normalizeTimes(v any) any {
+	switch v := v.(type) {
+	case time.Time:
+		return v.Format(time.RFC3339Nano)
+	case map[any]any:
+		m := make(map[any]any, len(v))
+		for k, e := range v {
+			m[k] = normalizeTimes(e)
+		}
+		return m
+	case map[string]any:
+		m := make(map[string]any, len(v))
+		for k, e := range v {
+			m[k] = normalizeTimes(e)
+		}
+		return m
+	case []any:
+		l := make([]any, len(v))
+		for i, e := range v {
+			l[i] = normalizeTimes(e)
+		}
+		return l
+	}
+	return v
 }
 
 // fuzzRoundTrip checks a codec on arbitrary bytes: Decode must not panic,
@@ -108,4 +140,160 @@ func FuzzJSONCodec(f *testing.F) {
 			t.Fatalf("Decode accepted invalid JSON %q as %v", data, values)
 		}
 	})
+}
+
+// compactSample holds one value of every type CompactCodec encodes
+// compactly, with its exact Go type.
+func compactSample() map[any]any {
+	return map[any]any{
+		"nil": nil, "string": "héllo", "empty": "", "true": true, "false": false,
+		"int": -42, "int8": int8(-8), "int16": int16(1600), "int32": int32(-1 << 31), "int64": int64(1 << 62),
+		"uint": uint(42), "uint8": uint8(255), "uint16": uint16(65535), "uint32": uint32(1 << 31), "uint64": uint64(1<<64 - 1),
+		"float32": float32(1.5), "float64": math.Pi,
+		"time":    time.Date(2026, 11, 22, 10, 4, 5, 6, time.FixedZone("CET", 3600)),
+		"bytes":   []byte{0, 1, 255},
+		"strings": []string{"admin", "", "dev"},
+		"_flash":  []any{"saved!", 3},
+		"profile": map[string]any{"name": "ada", "tags": []string{"x"}, "nested": map[string]any{"deep": true}},
+	}
+}
+
+func TestCompactCodecRoundTrip(t *testing.T) {
+	want := compactSample()
+	data, err := CompactCodec{}.Encode(want)
+	if err != nil || data[0] != compactForm {
+		t.Fatalf("Encode: form %q, %v; want the compact form", data[:1], err)
+	}
+	got, err := CompactCodec{}.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range want {
+		if tv, ok := v.(time.Time); ok {
+			if g, ok := got[k].(time.Time); !ok || !g.Equal(tv) {
+				t.Errorf("%s: got %#v, want %#v", k, got[k], v)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(got[k], v) {
+			t.Errorf("%s: got %#v (%T), want %#v (%T)", k, got[k], got[k], v, v)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d values, want %d", len(got), len(want))
+	}
+	// Empty slices come back nil, as gob gives them.
+	got, err = CompactCodec{}.Decode(mustEncode(t, CompactCodec{}, map[any]any{"b": []byte{}, "s": []string{}, "l": []any{}}))
+	if err != nil || got["b"] != nil && len(got["b"].([]byte)) != 0 {
+		t.Fatalf("empty slices: %#v, %v", got, err)
+	}
+}
+
+func mustEncode(t *testing.T, c Codec, values map[any]any) []byte {
+	t.Helper()
+	data, err := c.Encode(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// TestCompactCodecIsDeterministic checks that equal values give equal
+// bytes, whatever the maps' iteration order: the middleware's change check
+// compares encodings.
+func TestCompactCodecIsDeterministic(t *testing.T) {
+	first := mustEncode(t, CompactCodec{}, compactSample())
+	for range 20 {
+		if again := mustEncode(t, CompactCodec{}, compactSample()); !bytes.Equal(again, first) {
+			t.Fatal("the same values encoded to different bytes")
+		}
+	}
+	if !(CompactCodec{}).deterministic(first) {
+		t.Fatal("the compact form is not reported deterministic")
+	}
+}
+
+// TestCompactCodecFallsBackToGob checks that values without a compact form
+// (a registered struct, a non-string key) still round-trip, through gob.
+func TestCompactCodecFallsBackToGob(t *testing.T) {
+	for name, values := range map[string]map[any]any{
+		"struct":         {"profile": testProfile{ID: 7, Name: "ada"}, "n": 1},
+		"struct in list": {"_flash": []any{testProfile{ID: 1}}},
+		"int key":        {42: "answer"},
+		"map[string]int": {"m": map[string]int{"a": 1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			data := mustEncode(t, CompactCodec{}, values)
+			if data[0] != gobForm || (CompactCodec{}).deterministic(data) {
+				t.Fatalf("form %q, want gob", data[:1])
+			}
+			got, err := CompactCodec{}.Decode(data)
+			if err != nil || !reflect.DeepEqual(got, values) {
+				t.Fatalf("got %#v, %v; want %#v", got, err, values)
+			}
+		})
+	}
+	if _, err := (CompactCodec{}).Encode(map[any]any{"f": func() {}}); err == nil {
+		t.Fatal("a func value encoded")
+	}
+}
+
+// TestCompactCodecRejectsMalformedData checks that truncated or hostile
+// bytes give an error, quickly and without allocating beyond their size.
+func TestCompactCodecRejectsMalformedData(t *testing.T) {
+	valid := mustEncode(t, CompactCodec{}, compactSample())
+	cases := map[string][]byte{
+		"empty":          nil,
+		"unknown form":   {'X'},
+		"huge count":     {compactForm, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"huge string":    {compactForm, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},
+		"unknown tag":    {compactForm, 1, 1, 'k', 99},
+		"int8 overflow":  {compactForm, 1, 1, 'k', tagInt8, 0x80, 0x02},
+		"deep nesting":   append(append([]byte{compactForm, 1, 1, 'k'}, bytes.Repeat([]byte{tagList, 1}, 100)...), tagNil),
+		"trailing bytes": append(bytes.Clone(valid), 0),
+	}
+	for i := 1; i < len(valid); i += len(valid) / 7 {
+		cases[fmt.Sprintf("truncated at %d", i)] = valid[:i]
+	}
+	for name, data := range cases {
+		t.Run(name, func(t *testing.T) {
+			if v, err := (CompactCodec{}).Decode(data); err == nil {
+				t.Fatalf("decoded %#v", v)
+			}
+		})
+	}
+}
+
+// FuzzCompactCodec feeds CompactCodec's decoder arbitrary bytes in its
+// compact form (the gob form is gob's, fuzzed through FuzzGobCodec): it must
+// never panic or allocate beyond the input, and what it decodes must
+// re-encode to the same bytes (the form is canonical).
+func FuzzCompactCodec(f *testing.F) {
+	f.Add(mustEncodeF(f, compactSample())[1:])
+	f.Add(mustEncodeF(f, map[any]any{})[1:])
+	f.Add(mustEncodeF(f, map[any]any{"_flash": []any{"a", int64(1), nil}})[1:])
+	f.Add([]byte{1, 1, 'k', tagList, 2, tagTrue, tagMap, 0})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		data := append([]byte{compactForm}, body...)
+		values, err := CompactCodec{}.Decode(data)
+		if err != nil {
+			return
+		}
+		again, err := CompactCodec{}.Encode(values)
+		if err != nil {
+			t.Fatalf("Encode of decoded %#v: %v", values, err)
+		}
+		back, err := CompactCodec{}.Decode(again)
+		if err != nil || !fuzzSameValues(values, back) {
+			t.Fatalf("round trip: %#v, %v; want %#v", back, err, values)
+		}
+	})
+}
+
+func mustEncodeF(f *testing.F, values map[any]any) []byte {
+	data, err := CompactCodec{}.Encode(values)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return data
 }

@@ -27,10 +27,19 @@ const (
 	fieldExpiresAt = "expiresAt" // when it expires: idle and absolute timeouts applied
 )
 
-// documentVersion is the format version of the documents the store writes.
-// Version 1 documents (no "v" field) are read, and rewritten as the current
-// version at their next save.
-const documentVersion = 2
+// documentVersion is the format version of the documents the store writes:
+//
+//   - 1 (no "v" field): data holds Config.Codec's bytes (GobCodec by
+//     default); the MAC covers _id, createdAt, expiresAt and data;
+//   - 2: the MAC key comes from HKDF and the MAC covers updatedAt and the
+//     version too;
+//   - 3: data is an envelope (see dataSealer.wrap), encrypted when the
+//     application gives a block key, around Config.Codec's bytes (now
+//     CompactCodec by default).
+//
+// Older documents are read, and rewritten as the current version at their
+// next save.
+const documentVersion = 3
 
 // storedSession is a session document as the store reads it back.
 type storedSession struct {

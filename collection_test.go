@@ -229,7 +229,7 @@ func FuzzDecodeDocument(f *testing.F) {
 	store := &Store{cfg: Config{Codec: spy}, sealer: testSealer(f)}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		spy.decoded = nil
-		doc, values, err := store.decodeStored(fuzzDocID, raw)
+		doc, _, values, err := store.decodeStored(fuzzDocID, raw)
 		if err != nil {
 			if !errors.Is(err, ErrDecode) {
 				t.Fatalf("error %v does not wrap ErrDecode", err)
@@ -278,7 +278,7 @@ func mustMarshal(tb testing.TB, v any) []byte {
 // testSealer returns the document sealer of a store keyed with testHashKey.
 func testSealer(tb testing.TB) *dataSealer {
 	tb.Helper()
-	s, err := newDataSealer([][]byte{testHashKey})
+	s, err := newDataSealer([]keyPair{{hash: testHashKey}})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -69,7 +69,10 @@ type Config struct {
 	// 15 MiB (MongoDB documents are limited to 16 MiB).
 	MaxSize int
 
-	// Codec encodes session values. Default GobCodec, as gorilla's stores.
+	// Codec encodes session values. Default CompactCodec, which encodes
+	// common values compactly and anything else with gob, as gorilla's
+	// stores do. (Sessions stored by releases before document format
+	// version 3, when the default was GobCodec, are still read with gob.)
 	Codec Codec
 
 	// IDHashKey, when set, makes the document _id HMAC-SHA256(IDHashKey, ID)
@@ -80,6 +83,10 @@ type Config struct {
 	// Logger receives the store's logs (GC sweeps, expiry mode decisions).
 	// Logs never contain session IDs or values. Default slog.Default().
 	Logger *slog.Logger
+
+	// legacyGob says Codec was left to its default, so documents older than
+	// format version 3 hold gob, the default of their time.
+	legacyGob bool
 
 	// afterSweep, when set (by tests), runs after each GC sweep.
 	afterSweep func()
@@ -124,7 +131,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("%w: MaxSize %d is not between 1 and %d", ErrInvalidConfig, c.MaxSize, maxMaxSize)
 	}
 	if c.Codec == nil {
-		c.Codec = GobCodec{}
+		c.Codec = CompactCodec{}
+		c.legacyGob = true
 	}
 	if c.IDHashKey != nil && len(c.IDHashKey) < minKeyLength {
 		return c, fmt.Errorf("%w: IDHashKey has %d bytes, want at least %d", ErrInvalidConfig, len(c.IDHashKey), minKeyLength)

@@ -1,6 +1,8 @@
 package mongostore
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/rand"
@@ -8,8 +10,10 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
+	"sync"
 	"time"
 
 	"github.com/gorilla/securecookie"
@@ -65,14 +69,13 @@ func (h idHasher) docID(sessionID string) string {
 }
 
 // newCookieCodecs validates the key pairs and builds the cookie codecs. It
-// also returns the pairs' hash keys, from which the document MAC keys are
-// derived.
-func newCookieCodecs(keyPairs [][]byte) ([]securecookie.Codec, [][]byte, error) {
+// also returns the pairs, from which the document keys are derived.
+func newCookieCodecs(keyPairs [][]byte) ([]securecookie.Codec, []keyPair, error) {
 	if len(keyPairs) == 0 {
 		return nil, nil, fmt.Errorf("%w: no keys: give at least a hash key", ErrInvalidConfig)
 	}
 	codecs := make([]securecookie.Codec, 0, (len(keyPairs)+1)/2)
-	hashKeys := make([][]byte, 0, cap(codecs))
+	pairs := make([]keyPair, 0, cap(codecs))
 	for i := 0; i < len(keyPairs); i += 2 {
 		hashKey := keyPairs[i]
 		if len(hashKey) < minKeyLength {
@@ -95,20 +98,28 @@ func newCookieCodecs(keyPairs [][]byte) ([]securecookie.Codec, [][]byte, error) 
 		// than any store-wide bound (gorilla's stores cut such sessions short).
 		c.MaxAge(0)
 		codecs = append(codecs, c)
-		hashKeys = append(hashKeys, hashKey)
+		pairs = append(pairs, keyPair{hash: hashKey, block: blockKey})
 	}
-	return codecs, hashKeys, nil
+	return codecs, pairs, nil
 }
 
-// Document MAC keys. Each cookie hash key gives one MAC key per document
-// format version:
+// keyPair is one of the application's key pairs: a hash key and an
+// optional block key.
+type keyPair struct{ hash, block []byte }
+
+// Document keys. Each hash key gives one MAC key per document format
+// version, and each block key an encryption key:
 //
-//   - version 1 (documents without a "v" field, written before format
+//   - MAC, version 1 (documents without a "v" field, written before format
 //     versions existed): HMAC-SHA256(hash key, "mongostore v1 document MAC");
-//   - version 2: HKDF-SHA256 of the hash key, info "mongostore document MAC v2".
+//   - MAC, versions 2 and 3: HKDF-SHA256 of the hash key, info
+//     "mongostore document MAC v2";
+//   - encryption (version 3): AES-256-GCM, its key HKDF-SHA256 of the block
+//     key, info "mongostore document encryption v3".
 const (
-	macKeyLabelV1 = "mongostore v1 document MAC"
-	macKeyInfoV2  = "mongostore document MAC v2"
+	macKeyLabelV1     = "mongostore v1 document MAC"
+	macKeyInfoV2      = "mongostore document MAC v2"
+	encryptionKeyInfo = "mongostore document encryption v3"
 )
 
 // sealedFields are the fields of a session document that its MAC covers.
@@ -118,41 +129,62 @@ type sealedFields struct {
 	createdAt time.Time
 	updatedAt time.Time // covered from version 2 on
 	expiresAt time.Time
-	data      []byte
+	data      []byte // from version 3 on, an envelope (see dataSealer.wrap)
 }
 
-// dataSealer authenticates stored session documents. Session values are
-// decoded only after their MAC checks out, so bytes written to the
-// collection by anyone without the app's keys (a compromised or shared
-// database, a restored foreign backup) never reach the codec:
-// encoding/gob is not hardened against hostile input, and a few bytes can
-// make it allocate without bound. The MAC also covers the times the store
-// trusts (created, updated, expires), so moving one in the database makes
-// the document unreadable rather than longer-lived.
+// dataSealer authenticates, and optionally encrypts, stored session data.
+// Session values are decoded only after their MAC checks out, so bytes
+// written to the collection by anyone without the app's keys (a
+// compromised or shared database, a restored foreign backup) never reach
+// the codec: encoding/gob is not hardened against hostile input, and a few
+// bytes can make it allocate without bound. The MAC also covers the times
+// the store trusts (created, updated, expires), so moving one in the
+// database makes the document unreadable rather than longer-lived.
 type dataSealer struct {
-	keys   [][]byte // version 2: the first signs; all verify (key rotation)
-	keysV1 [][]byte // version 1, to verify documents written before version 2
+	keysV1 [][]byte     // version 1 MAC keys, to verify old documents
+	keys   [][]byte     // version 2+ MAC keys: the first signs, all verify
+	macs   []*sync.Pool // reusable HMAC states, one pool per key of keys
+	aeads  []cipher.AEAD
+	// encrypt says new documents are encrypted: the first key pair has a
+	// block key. Documents encrypted with any pair's block key decrypt.
+	encrypt bool
 }
 
-// newDataSealer derives the MAC keys from the cookie hash keys.
-func newDataSealer(hashKeys [][]byte) (*dataSealer, error) {
-	d := &dataSealer{}
-	for _, k := range hashKeys {
-		v2, err := hkdf.Key(sha256.New, k, nil, macKeyInfoV2, sha256.Size)
+// newDataSealer derives the document keys from the key pairs.
+func newDataSealer(pairs []keyPair) (*dataSealer, error) {
+	d := &dataSealer{encrypt: len(pairs) > 0 && pairs[0].block != nil}
+	for _, p := range pairs {
+		key, err := hkdf.Key(sha256.New, p.hash, nil, macKeyInfoV2, sha256.Size)
 		if err != nil {
 			return nil, fmt.Errorf("%w: derive the document MAC key: %w", ErrInvalidConfig, err)
 		}
-		m := hmac.New(sha256.New, k)
+		d.keys = append(d.keys, key)
+		d.macs = append(d.macs, &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }})
+		m := hmac.New(sha256.New, p.hash)
 		m.Write([]byte(macKeyLabelV1))
-		d.keys = append(d.keys, v2)
 		d.keysV1 = append(d.keysV1, m.Sum(nil))
+		if p.block == nil {
+			continue
+		}
+		encKey, err := hkdf.Key(sha256.New, p.block, nil, encryptionKeyInfo, 32)
+		if err != nil {
+			return nil, fmt.Errorf("%w: derive the document encryption key: %w", ErrInvalidConfig, err)
+		}
+		block, err := aes.NewCipher(encKey)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		aead, err := cipher.NewGCM(block)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		d.aeads = append(d.aeads, aead)
 	}
 	return d, nil
 }
 
-// mac computes the MAC of f with key, in f's format version.
-func mac(key []byte, f sealedFields) []byte {
-	m := hmac.New(sha256.New, key)
+// writeMAC writes f's MAC input, in f's format version, to m.
+func writeMAC(m hash.Hash, f sealedFields) {
 	var buf [8]byte
 	put := func(v uint64) {
 		binary.BigEndian.PutUint64(buf[:], v)
@@ -169,31 +201,91 @@ func mac(key []byte, f sealedFields) []byte {
 	}
 	put(uint64(f.expiresAt.UnixMilli()))
 	m.Write(f.data)
-	return m.Sum(nil)
+}
+
+// pooledMAC computes f's MAC with the HMAC state of pool.
+func pooledMAC(pool *sync.Pool, f sealedFields, sum []byte) []byte {
+	m := pool.Get().(hash.Hash)
+	m.Reset()
+	writeMAC(m, f)
+	sum = m.Sum(sum)
+	pool.Put(m)
+	return sum
 }
 
 // seal returns the MAC of a document written now, in the current format
 // version (which it sets in f).
 func (d *dataSealer) seal(f *sealedFields) []byte {
 	f.version = documentVersion
-	return mac(d.keys[0], *f)
+	return pooledMAC(d.macs[0], *f, nil)
 }
 
 // verify reports whether sum authenticates f with any of the keys of f's
 // format version.
 func (d *dataSealer) verify(f sealedFields, sum []byte) bool {
-	keys := d.keys
-	switch f.version {
-	case 1:
-		keys = d.keysV1
-	case documentVersion:
-	default:
-		return false
-	}
-	for _, k := range keys {
-		if hmac.Equal(sum, mac(k, f)) {
-			return true
+	switch {
+	case f.version == 1:
+		for _, k := range d.keysV1 {
+			m := hmac.New(sha256.New, k)
+			writeMAC(m, f)
+			if hmac.Equal(sum, m.Sum(nil)) {
+				return true
+			}
+		}
+	case f.version >= 2 && f.version <= documentVersion:
+		var buf [sha256.Size]byte
+		for _, pool := range d.macs {
+			if hmac.Equal(sum, pooledMAC(pool, f, buf[:0])) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// Envelopes of version 3 document data: the first byte says what follows.
+const (
+	envelopePlain byte = 0 // the codec's bytes
+	envelopeGCM   byte = 1 // a 12-byte nonce, then the codec's bytes sealed with AES-256-GCM, the _id as additional data
+)
+
+// wrap returns the stored form of the encoded values plain of document
+// docID: encrypted if the first key pair has a block key.
+func (d *dataSealer) wrap(docID string, plain []byte) []byte {
+	if !d.encrypt {
+		return append([]byte{envelopePlain}, plain...)
+	}
+	aead := d.aeads[0]
+	out := make([]byte, 1+aead.NonceSize(), 1+aead.NonceSize()+len(plain)+aead.Overhead())
+	out[0] = envelopeGCM
+	_, _ = rand.Read(out[1:]) // crypto/rand.Read never fails (Go 1.24+)
+	return aead.Seal(out, out[1:], plain, []byte(docID))
+}
+
+// unwrap returns the encoded values in data, the stored form of document
+// docID, decrypting them with whichever key pair's block key encrypted
+// them.
+func (d *dataSealer) unwrap(docID string, data []byte) ([]byte, error) {
+	if len(data) == 0 {
+		return nil, errors.New("empty data")
+	}
+	switch data[0] {
+	case envelopePlain:
+		return data[1:], nil
+	case envelopeGCM:
+		for _, aead := range d.aeads {
+			if len(data) < 1+aead.NonceSize() {
+				break
+			}
+			nonce, sealed := data[1:1+aead.NonceSize()], data[1+aead.NonceSize():]
+			if plain, err := aead.Open(nil, nonce, sealed, []byte(docID)); err == nil {
+				return plain, nil
+			}
+		}
+		if len(d.aeads) == 0 {
+			return nil, errors.New("the data is encrypted and the store has no block key")
+		}
+		return nil, errors.New("the data is encrypted with none of the store's block keys")
+	}
+	return nil, fmt.Errorf("unknown data envelope %#x", data[0])
 }

@@ -24,13 +24,17 @@ type oldDocument struct {
 	raw       bson.Raw
 }
 
-// readOldDocuments reads testdata/v1-documents.txt: documents written by
-// the code of commit 9d7bfcd (format version 1: no "v" field, the MAC key
-// an HMAC of the hash key over a label, updatedAt not covered), with the
-// hash key testHashKey, each line a session ID and the document in hex.
-func readOldDocuments(t *testing.T) []oldDocument {
+// readOldDocuments reads a file of testdata/ holding documents written by
+// an earlier release's code with the hash key testHashKey, each line a
+// session ID and the document in hex:
+//
+//   - v1-documents.txt: commit 9d7bfcd (format version 1: no "v" field, the
+//     MAC key an HMAC of the hash key over a label, updatedAt not covered);
+//   - v2-documents.txt: commit 200de63 (format version 2: HKDF MAC key,
+//     updatedAt and the version covered, data the codec's bytes).
+func readOldDocuments(t *testing.T, file string) []oldDocument {
 	t.Helper()
-	f, err := os.Open("testdata/v1-documents.txt")
+	f, err := os.Open("testdata/" + file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +50,7 @@ func readOldDocuments(t *testing.T) []oldDocument {
 		}
 		docs = append(docs, oldDocument{id, raw})
 	}
-	if len(docs) != 2 {
+	if len(docs) != 2 || docs[0].sessionID == docs[1].sessionID {
 		t.Fatalf("%d fixture documents, want 2", len(docs))
 	}
 	return docs
@@ -64,57 +68,73 @@ func cookieFor(t *testing.T, s *Store, id string) *browser {
 	return b
 }
 
-func TestVersion1DocumentsKeepLoading(t *testing.T) {
-	old := readOldDocuments(t)
-	for i, tt := range []struct {
-		codec Codec
-		want  map[any]any
+func TestOldDocumentsKeepLoading(t *testing.T) {
+	for _, fixture := range []struct {
+		file    string
+		version int64 // 1: no version field
+		created time.Time
 	}{
-		{GobCodec{}, map[any]any{"user": "ada", "n": 42}},
-		{JSONCodec{}, map[any]any{"user": "grace", "n": float64(7)}},
+		{"v1-documents.txt", 1, time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)},
+		{"v2-documents.txt", 2, time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)},
 	} {
-		doc := old[i]
-		t.Run(doc.sessionID, func(t *testing.T) {
-			if _, err := doc.raw.LookupErr(fieldVersion); err == nil {
-				t.Fatal("the fixture has a version field: not a version 1 document")
-			}
-			f := newFixture(t, Config{Expiry: ExpiryNone, Codec: tt.codec})
-			if _, err := f.coll.InsertOne(context.Background(), doc.raw); err != nil {
-				t.Fatal(err)
-			}
-			b := cookieFor(t, f.store, doc.sessionID)
-			s, err := load(t, f, b)
-			if err != nil || s.IsNew {
-				t.Fatalf("version 1 document: IsNew=%v err=%v", s.IsNew, err)
-			}
-			for k, v := range tt.want {
-				if s.Values[k] != v {
-					t.Fatalf("values %v, want %v", s.Values, tt.want)
-				}
-			}
-			times, _ := f.store.Times(s)
-			if want := time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC); !times.CreatedAt.Equal(want) {
-				t.Fatalf("createdAt %v, want %v", times.CreatedAt, want)
-			}
-			// Its next save rewrites it as the current version, which loads too.
-			b.do(func(w http.ResponseWriter, r *http.Request) {
-				s, _ := f.store.Get(r, testSessionName)
-				s.Values["again"] = "yes"
-				if err := s.Save(r, w); err != nil {
-					t.Fatal(err)
-				}
+		old := readOldDocuments(t, fixture.file)
+		for i, tt := range []struct {
+			codec Codec // nil: the default, which reads old documents with gob
+			want  map[any]any
+		}{
+			{nil, map[any]any{"user": "ada", "n": 42}},
+			{JSONCodec{}, map[any]any{"user": "grace", "n": float64(7)}},
+		} {
+			t.Run(fixture.file+"/"+old[i].sessionID, func(t *testing.T) {
+				testOldDocument(t, old[i], fixture.version, fixture.created, tt.codec, tt.want)
 			})
-			var stored bson.Raw
-			if err := f.coll.FindOne(context.Background(), bson.D{}).Decode(&stored); err != nil {
-				t.Fatal(err)
-			}
-			if v, _ := stored.Lookup(fieldVersion).AsInt64OK(); v != documentVersion {
-				t.Fatalf("saved document has version %v, want %d", stored.Lookup(fieldVersion), documentVersion)
-			}
-			if s, err := load(t, f, b); err != nil || s.Values["again"] != "yes" || s.Values["user"] != tt.want["user"] {
-				t.Fatalf("rewritten document: %v, %v", s.Values, err)
-			}
-		})
+		}
+	}
+}
+
+// testOldDocument checks that doc, written by an earlier release in format
+// version version, loads with want, and is rewritten in the current version
+// at its next save.
+func testOldDocument(t *testing.T, doc oldDocument, version int64, created time.Time, codec Codec, want map[any]any) {
+	got, err := doc.raw.LookupErr(fieldVersion)
+	if v, _ := got.AsInt64OK(); (version == 1) != (err != nil) || (version > 1 && v != version) {
+		t.Fatalf("the fixture's version field is %v, want version %d", got, version)
+	}
+	f := newFixture(t, Config{Expiry: ExpiryNone, Codec: codec})
+	if _, err := f.coll.InsertOne(context.Background(), doc.raw); err != nil {
+		t.Fatal(err)
+	}
+	b := cookieFor(t, f.store, doc.sessionID)
+	s, err := load(t, f, b)
+	if err != nil || s.IsNew {
+		t.Fatalf("version 1 document: IsNew=%v err=%v", s.IsNew, err)
+	}
+	for k, v := range want {
+		if s.Values[k] != v {
+			t.Fatalf("values %v, want %v", s.Values, want)
+		}
+	}
+	times, _ := f.store.Times(s)
+	if !times.CreatedAt.Equal(created) {
+		t.Fatalf("createdAt %v, want %v", times.CreatedAt, created)
+	}
+	// Its next save rewrites it as the current version, which loads too.
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		s.Values["again"] = "yes"
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	var stored bson.Raw
+	if err := f.coll.FindOne(context.Background(), bson.D{}).Decode(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := stored.Lookup(fieldVersion).AsInt64OK(); v != documentVersion {
+		t.Fatalf("saved document has version %v, want %d", stored.Lookup(fieldVersion), documentVersion)
+	}
+	if s, err := load(t, f, b); err != nil || s.Values["again"] != "yes" || s.Values["user"] != want["user"] {
+		t.Fatalf("rewritten document: %v, %v", s.Values, err)
 	}
 }
 
@@ -150,7 +170,7 @@ func TestDocumentMACCoversTrustedFields(t *testing.T) {
 // TestMACKeysAreDerivedPerVersion checks the key derivation: HKDF for the
 // current version, distinct from the version 1 key, one per hash key.
 func TestMACKeysAreDerivedPerVersion(t *testing.T) {
-	s, err := newDataSealer([][]byte{testHashKey, otherHashKey})
+	s, err := newDataSealer([]keyPair{{hash: testHashKey}, {hash: otherHashKey}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,5 +313,122 @@ func TestForeignDataNeverReachesTheCodec(t *testing.T) {
 	rf := &storeFixture{store: rotated, coll: f.coll, cmds: f.cmds}
 	if s, err := load(t, rf, b2); err != nil || s.Values["user"] != "ada" {
 		t.Fatalf("rotated store: %v, %v", s.Values, err)
+	}
+}
+
+// rawDocument returns the stored document of session ID id.
+func rawDocument(t *testing.T, f *storeFixture, id string) bson.Raw {
+	t.Helper()
+	var doc bson.Raw
+	if err := f.coll.FindOne(context.Background(), idFilter(f.store.hasher.docID(id))).Decode(&doc); err != nil {
+		t.Fatal(err)
+	}
+	return doc
+}
+
+func TestEncryptionAtRest(t *testing.T) {
+	const secret = "card-4111-1111-1111-1111"
+	t.Run("a dump shows no values", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
+		b, id := saveNew(t, f, map[any]any{"card": secret, "user": "ada-lovelace"})
+		doc := rawDocument(t, f, id)
+		for _, plain := range []string{secret, "ada-lovelace", "card"} {
+			if bytes.Contains(doc, []byte(plain)) {
+				t.Fatalf("the stored document holds %q in clear", plain)
+			}
+		}
+		if _, data := doc.Lookup(fieldData).Binary(); data[0] != envelopeGCM {
+			t.Fatalf("data envelope %#x, want AES-GCM", data[0])
+		}
+		if s, err := load(t, f, b); err != nil || s.Values["card"] != secret {
+			t.Fatalf("reload: %v, %v", s.Values, err)
+		}
+	})
+	t.Run("without a block key the values are only authenticated", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey)
+		_, id := saveNew(t, f, map[any]any{"card": secret})
+		if !bytes.Contains(rawDocument(t, f, id), []byte(secret)) {
+			t.Fatal("the value is not in clear without a block key: is it encrypted with something else?")
+		}
+	})
+	t.Run("tampered ciphertext, even with a valid MAC", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
+		b, id := saveNew(t, f, map[any]any{"card": secret})
+		docID := f.store.hasher.docID(id)
+		stored, err := decodeDocument(docID, rawDocument(t, f, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields := stored.sealedFields
+		fields.data = bytes.Clone(fields.data)
+		fields.data[len(fields.data)-1] ^= 1
+		resealed(t, f, fields)
+		if s, err := load(t, f, b); !errors.Is(err, ErrDecode) || !s.IsNew {
+			t.Fatalf("IsNew=%v err=%v; want ErrDecode", s.IsNew, err)
+		}
+	})
+	t.Run("ciphertext moved to another document", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
+		_, victim := saveNew(t, f, map[any]any{"user": "admin"})
+		b, attacker := saveNew(t, f, map[any]any{"user": "mallory"})
+		from, err := decodeDocument(f.store.hasher.docID(victim), rawDocument(t, f, victim))
+		if err != nil {
+			t.Fatal(err)
+		}
+		to := from.sealedFields
+		to.docID = f.store.hasher.docID(attacker) // the MAC is recomputed: only the AEAD's binding to _id stops it
+		resealed(t, f, to)
+		if s, err := load(t, f, b); !errors.Is(err, ErrDecode) || s.Values["user"] == "admin" {
+			t.Fatalf("values %v err=%v; want ErrDecode", s.Values, err)
+		}
+	})
+	t.Run("key rotation", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
+		b, id := saveNew(t, f, map[any]any{"card": secret})
+		newBlock := bytes.Repeat([]byte{0x44}, 32)
+		rotated, err := NewStore(context.Background(), f.coll, Config{Expiry: ExpiryNone}, otherHashKey, newBlock, testHashKey, testBlockKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The rotated store reads the old document, and rewrites it with the new keys.
+		b.do(func(w http.ResponseWriter, r *http.Request) {
+			s, err := rotated.Get(r, testSessionName)
+			if err != nil || s.Values["card"] != secret {
+				t.Fatalf("rotated store: %v, %v", s.Values, err)
+			}
+			s.Values["n"] = 1
+			if err := s.Save(r, w); err != nil {
+				t.Fatal(err)
+			}
+		})
+		// Only the new keys are needed now.
+		only, err := NewStore(context.Background(), f.coll, Config{Expiry: ExpiryNone}, otherHashKey, newBlock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		of := &storeFixture{store: only, coll: f.coll, cmds: f.cmds}
+		if s, err := load(t, of, b); err != nil || s.Values["n"] != 1 {
+			t.Fatalf("new keys only: %v, %v", s.Values, err)
+		}
+		// And a store that lost the block key cannot read it (given a cookie
+		// it can read: the cookie was encrypted with the block key too).
+		noBlock, err := NewStore(context.Background(), f.coll, Config{Expiry: ExpiryNone}, otherHashKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nf := &storeFixture{store: noBlock, coll: f.coll, cmds: f.cmds}
+		if _, err := load(t, nf, cookieFor(t, noBlock, id)); !errors.Is(err, ErrDecode) || !strings.Contains(err.Error(), "no block key") {
+			t.Fatalf("without the block key: %v, want ErrDecode saying so", err)
+		}
+	})
+}
+
+// resealed stores fields as the document fields.docID, with a valid MAC:
+// what someone holding the hash key (but not the block key) could write.
+func resealed(t *testing.T, f *storeFixture, fields sealedFields) {
+	t.Helper()
+	mac := f.store.sealer.seal(&fields)
+	if _, err := f.coll.ReplaceOne(context.Background(), idFilter(fields.docID), newDocument(fields, mac)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -574,9 +574,7 @@ func TestMiddlewareInvalidCookie(t *testing.T) {
 	// The original session is untouched.
 	if doc, ok := mwDocument(t, f, valid); !ok {
 		t.Error("the original session is gone")
-	} else if data, err := decodeDocument(doc.Lookup(fieldID).StringValue(), doc); err != nil {
-		t.Error(err)
-	} else if v, err := f.store.cfg.Codec.Decode(data.data); err != nil || v["user"] != "alice" {
+	} else if _, _, v, err := f.store.decodeStored(doc.Lookup(fieldID).StringValue(), doc); err != nil || v["user"] != "alice" {
 		t.Errorf("original session values %v, %v", v, err)
 	}
 }

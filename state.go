@@ -23,8 +23,9 @@ type sessionState struct {
 	savedAt time.Time
 	// expiresAt is the expiry as last read or written.
 	expiresAt time.Time
-	// data is the encoded values as last read or written.
-	data []byte
+	// encoded is the values as last read or written, encoded by the codec
+	// (not encrypted).
+	encoded []byte
 	// options is a copy of the session's options as last read or written.
 	options sessions.Options
 }

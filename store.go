@@ -166,7 +166,7 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, id string) 
 	if raw == nil {
 		return err
 	}
-	doc, values, err := s.decodeStored(docID, raw)
+	doc, encoded, values, err := s.decodeStored(docID, raw)
 	if err != nil {
 		return err
 	}
@@ -181,28 +181,37 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, id string) 
 		createdAt: doc.createdAt,
 		savedAt:   doc.updatedAt,
 		expiresAt: doc.expiresAt,
-		data:      doc.data,
+		encoded:   encoded,
 		options:   *session.Options,
 	})
 	return nil
 }
 
-// decodeStored parses the raw document stored under docID, checks the MAC
-// of its data and decodes the session values. Untrusted bytes never reach
-// the codec.
-func (s *Store) decodeStored(docID string, raw []byte) (storedSession, map[any]any, error) {
+// decodeStored parses the raw document stored under docID, checks its MAC,
+// decrypts its data if need be, and decodes the session values: it returns
+// the document, the values' encoding and the values. Untrusted bytes never
+// reach the codec.
+func (s *Store) decodeStored(docID string, raw []byte) (storedSession, []byte, map[any]any, error) {
 	doc, err := decodeDocument(docID, raw)
 	if err != nil {
-		return doc, nil, fmt.Errorf("%w: %w", ErrDecode, err)
+		return doc, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
 	if !s.sealer.verify(doc.sealedFields, doc.mac) {
-		return doc, nil, fmt.Errorf("%w: session data fails its integrity check (written without this app's keys)", ErrDecode)
+		return doc, nil, nil, fmt.Errorf("%w: session data fails its integrity check (written without this app's keys)", ErrDecode)
 	}
-	values, err := s.cfg.Codec.Decode(doc.data)
+	encoded, codec := doc.data, s.cfg.Codec
+	if doc.version >= 3 {
+		if encoded, err = s.sealer.unwrap(docID, doc.data); err != nil {
+			return doc, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
+		}
+	} else if s.cfg.legacyGob {
+		codec = GobCodec{}
+	}
+	values, err := codec.Decode(encoded)
 	if err != nil {
-		return doc, nil, fmt.Errorf("%w: %w", ErrDecode, err)
+		return doc, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
-	return doc, values, nil
+	return doc, encoded, values, nil
 }
 
 // Save writes the session to the database and sets its cookie.
@@ -224,7 +233,9 @@ func (s *Store) decodeStored(docID string, raw []byte) (storedSession, map[any]a
 // browsers drop the cookie; Save refuses other options with an error
 // wrapping ErrInvalidConfig before writing anything.
 func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
-	return s.write(r, w, session, s.save)
+	return s.write(r, w, session, func(ctx context.Context, w http.ResponseWriter, session *sessions.Session) error {
+		return s.save(ctx, w, session, nil)
+	})
 }
 
 // write runs op, the save or the regeneration of session, after what both
@@ -245,13 +256,14 @@ func (s *Store) write(r *http.Request, w http.ResponseWriter, session *sessions.
 	return op(ctx, w, session)
 }
 
-// save is Save once write has done its part.
-func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessions.Session) error {
+// save is Save once write has done its part. encoded, if not nil, is
+// session.Values already encoded (by the middleware's change check).
+func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessions.Session, encoded []byte) error {
 	st, stored := s.states.get(session)
 	if stored && st.docID != s.hasher.docID(session.ID) {
 		return s.regenerate(ctx, w, session)
 	}
-	data, err := s.encode(session.Values)
+	data, err := s.encode(session.Values, encoded)
 	if err != nil {
 		return err
 	}
@@ -261,12 +273,13 @@ func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessio
 		if !expiresAt.After(s.cfg.Now()) {
 			return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
 		}
-		f := sealedFields{docID: st.docID, createdAt: st.createdAt, updatedAt: now, expiresAt: expiresAt, data: data}
+		f := sealedFields{docID: st.docID, createdAt: st.createdAt, updatedAt: now, expiresAt: expiresAt,
+			data: s.sealer.wrap(st.docID, data)}
 		mac := s.sealer.seal(&f)
 		if err := s.update(ctx, st.docID, updateDocument(f, mac), s.cfg.Now()); err != nil {
 			return err
 		}
-		st.savedAt, st.expiresAt, st.data, st.options = now, expiresAt, data, *session.Options
+		st.savedAt, st.expiresAt, st.encoded, st.options = now, expiresAt, data, *session.Options
 		s.states.set(session, st)
 		return s.writeCookie(w, session, expiresAt, now)
 	}
@@ -306,7 +319,7 @@ func (s *Store) update(ctx context.Context, docID string, change bson.D, now tim
 func (s *Store) insert(ctx context.Context, session *sessions.Session, id string, data []byte, now time.Time) (time.Time, error) {
 	docID := s.hasher.docID(id)
 	expiresAt := s.expiresAt(session.Options, now, now)
-	f := sealedFields{docID: docID, createdAt: now, updatedAt: now, expiresAt: expiresAt, data: data}
+	f := sealedFields{docID: docID, createdAt: now, updatedAt: now, expiresAt: expiresAt, data: s.sealer.wrap(docID, data)}
 	mac := s.sealer.seal(&f)
 	if err := s.coll.insert(ctx, newDocument(f, mac)); err != nil {
 		return time.Time{}, err
@@ -317,17 +330,21 @@ func (s *Store) insert(ctx context.Context, session *sessions.Session, id string
 		createdAt: now,
 		savedAt:   now,
 		expiresAt: expiresAt,
-		data:      data,
+		encoded:   data,
 		options:   *session.Options,
 	})
 	return expiresAt, nil
 }
 
-// encode encodes session values and enforces the size limit.
-func (s *Store) encode(values map[any]any) ([]byte, error) {
-	data, err := s.cfg.Codec.Encode(values)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrEncode, err)
+// encode encodes session values (unless encoded already holds them) and
+// enforces the size limit.
+func (s *Store) encode(values map[any]any, encoded []byte) ([]byte, error) {
+	data := encoded
+	if data == nil {
+		var err error
+		if data, err = s.cfg.Codec.Encode(values); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrEncode, err)
+		}
 	}
 	if len(data) > s.cfg.MaxSize {
 		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d", ErrTooLarge, len(data), s.cfg.MaxSize)
@@ -377,9 +394,9 @@ func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *
 	st, stored := s.states.get(session)
 	if !stored {
 		s.detach(session)
-		return s.save(ctx, w, session)
+		return s.save(ctx, w, session, nil)
 	}
-	data, err := s.encode(session.Values)
+	data, err := s.encode(session.Values, nil)
 	if err != nil {
 		s.detach(session)
 		return err

@@ -2,6 +2,8 @@ package mongostore
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
@@ -42,9 +44,13 @@ type sessionWriter struct {
 	once      sync.Once
 	committed bool // commit has run: the response may have started
 	failed    bool // the save failed and the error handler answered
-	// stored caches the stored values, decoded once for changed; nil until
-	// then, and again once a save replaces them.
+	// stored caches the stored values, decoded once for changed (when the
+	// codec's encodings cannot be compared); nil until then, and again once
+	// a save replaces them.
 	stored map[any]any
+	// encoded is the session's values as encoded by the last change check,
+	// which the save then writes instead of encoding them again.
+	encoded []byte
 }
 
 // saveReason says whether the session is to be written when the response
@@ -71,6 +77,7 @@ func (w *sessionWriter) saveReason() saveReason {
 // written, or is to be deleted (or its stale cookie expired, unless the
 // response already does). A new, empty session is not worth a cookie.
 func (w *sessionWriter) mustWrite() bool {
+	w.encoded = nil // from an earlier check: the values may have changed since
 	session := w.session
 	st, stored := w.store.states.get(session)
 	if session.Options != nil && session.Options.MaxAge < 0 {
@@ -88,14 +95,23 @@ func (w *sessionWriter) mustWrite() bool {
 }
 
 // changed reports whether the session's values differ from what was last
-// read or written (st.data). It compares them with the stored bytes
-// decoded, once per request (comparing encodings would not do: gob writes
-// maps in random order). A value that merely looks changed (a NaN, an
-// empty slice gob reads as nil) costs one needless write, never a lost
-// change.
+// read or written (st.encoded). With CompactCodec's deterministic form it
+// compares encodings, and keeps the new one for the save. Otherwise
+// (another codec, or values only gob can encode, which writes maps in
+// random order) it compares the values with the stored bytes decoded, once
+// per request. A value that merely looks changed (a NaN, an empty slice gob
+// reads as nil) costs one needless write, never a lost change.
 func (w *sessionWriter) changed(st sessionState) bool {
+	if cc, ok := w.store.cfg.Codec.(CompactCodec); ok && cc.deterministic(st.encoded) {
+		enc, err := cc.Encode(w.session.Values)
+		if err != nil {
+			return true // the save reports the error
+		}
+		w.encoded = enc
+		return !bytes.Equal(enc, st.encoded)
+	}
 	if w.stored == nil {
-		old, err := w.store.cfg.Codec.Decode(st.data)
+		old, err := w.store.cfg.Codec.Decode(st.encoded)
 		if err != nil {
 			return true
 		}
@@ -179,10 +195,13 @@ func (w *sessionWriter) commit() {
 	})
 }
 
-// save saves the session into rw. Store.Save outlives a client that goes
-// away, bounded by Config.Timeout.
+// save saves the session into rw, as Store.Save does (outliving a client
+// that goes away, bounded by Config.Timeout), with the encoding the change
+// check made, if any.
 func (w *sessionWriter) save(rw http.ResponseWriter) error {
-	return w.store.Save(w.req, rw, w.session)
+	return w.store.write(w.req, rw, w.session, func(ctx context.Context, rw http.ResponseWriter, session *sessions.Session) error {
+		return w.store.save(ctx, rw, session, w.encoded)
+	})
 }
 
 // setsCookie reports whether h sets the cookie called name.
