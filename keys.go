@@ -51,19 +51,29 @@ func validSessionID(id string) bool {
 // idHasher turns session IDs into document IDs. The database only ever sees
 // the hash, so a leaked dump or an index probe yields no usable session ID.
 type idHasher struct {
-	key []byte // nil: plain SHA-256; otherwise HMAC-SHA256 with this key
+	macs *sync.Pool // nil: plain SHA-256; otherwise reusable HMAC-SHA256 states keyed with Config.IDHashKey
+}
+
+// newIDHasher returns the hasher for Config.IDHashKey (nil: plain SHA-256).
+func newIDHasher(key []byte) idHasher {
+	if key == nil {
+		return idHasher{}
+	}
+	return idHasher{macs: &sync.Pool{New: func() any { return hmac.New(sha256.New, key) }}}
 }
 
 // docID returns the document _id for a session ID: the hex-encoded SHA-256
 // (or HMAC-SHA256) of it.
 func (h idHasher) docID(sessionID string) string {
 	var sum [sha256.Size]byte
-	if h.key == nil {
+	if h.macs == nil {
 		sum = sha256.Sum256([]byte(sessionID))
 	} else {
-		var m hash.Hash = hmac.New(sha256.New, h.key)
+		m := h.macs.Get().(hash.Hash)
+		m.Reset()
 		m.Write([]byte(sessionID))
 		m.Sum(sum[:0])
+		h.macs.Put(m)
 	}
 	return hex.EncodeToString(sum[:])
 }

@@ -76,7 +76,7 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 		coll:    collection{coll},
 		codecs:  codecs,
 		cfg:     cfg,
-		hasher:  idHasher{key: cfg.IDHashKey},
+		hasher:  newIDHasher(cfg.IDHashKey),
 		sealer:  sealer,
 		states:  newSessionTable[sessionState](),
 		pending: newSessionTable[*sessionWriter](),
