@@ -239,17 +239,26 @@ func loaded(w http.ResponseWriter, session *sessions.Session) bool {
 		http.Error(w, "session not loaded", http.StatusUnauthorized)
 		return false
 	}
-	if _, ok := session.Values["uid"].(int); !ok {
+	if session.Values["uid"] == nil {
 		http.Error(w, "session has no uid", http.StatusInternalServerError)
 		return false
 	}
 	return true
 }
 
-// increment changes the session: one more visit.
+// increment changes the session: one more visit. It takes the counter
+// back in whatever numeric type the codec gives.
 func increment(session *sessions.Session) {
-	n, _ := session.Values["counter"].(int)
-	session.Values["counter"] = n + 1
+	var n int64
+	switch v := session.Values["counter"].(type) {
+	case int:
+		n = int64(v)
+	case int64:
+		n = v
+	case float64:
+		n = int64(v)
+	}
+	session.Values["counter"] = int(n + 1)
 }
 
 func (b *bench) storeRead(w http.ResponseWriter, r *http.Request) {
@@ -363,8 +372,12 @@ func (b *bench) setUpFloor(ctx context.Context, out io.Writer) error {
 	for i, e := range first {
 		keys[i] = e.Key()
 	}
-	fmt.Fprintf(out, "floor: %d documents copied from %d of the store's {%s}, %d bytes on average; update %s; cookies of %d characters\n",
-		len(docs), len(templates), strings.Join(keys, ", "), size/len(docs), b.floor.update.describe(), len(b.cmds.cookie.Value))
+	tmplSize := 0
+	for _, t := range templates {
+		tmplSize += len(t)
+	}
+	fmt.Fprintf(out, "floor: %d documents copied from %d of the store's {%s}, %d bytes on average (the store's: %d); update %s; cookies of %d characters\n",
+		len(docs), len(templates), strings.Join(keys, ", "), size/len(docs), tmplSize/len(templates), b.floor.update.describe(), len(b.cmds.cookie.Value))
 	return nil
 }
 
