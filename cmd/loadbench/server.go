@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -65,7 +66,7 @@ func setUp(ctx context.Context, s settings, out io.Writer) (*bench, error) {
 	}
 	fmt.Fprintf(out, "server: %s\n", b.server)
 
-	name := s.collPrefix + "loadbench_" + randomCookie(8)
+	name := s.collPrefix + "loadbench_" + hex.EncodeToString(randomBytes(4))
 	b.coll = b.client.Database(s.db).Collection(name)
 	keys := [][]byte{randomBytes(32)}
 	if s.encrypt {
