@@ -86,6 +86,21 @@ func TestPercentile(t *testing.T) {
 	}
 }
 
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		x    []float64
+		want float64
+	}{
+		{[]float64{0.9}, 0.9},
+		{[]float64{0.5, 0.9, 1}, 0.9},
+		{[]float64{0.5, 0.7, 0.9, 1}, 0.8},
+	} {
+		if got := median(tc.x); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.x, got, tc.want)
+		}
+	}
+}
+
 func TestRotate(t *testing.T) {
 	list := []string{"a", "b", "c"}
 	for k, want := range [][]string{{"a", "b", "c"}, {"b", "c", "a"}, {"c", "a", "b"}, {"a", "b", "c"}} {
@@ -243,8 +258,8 @@ func TestWriteTable(t *testing.T) {
 	})
 	for _, want := range []string{
 		"| rw | floor | 1000 | 100 | 500.00 | 990.00 | 1.000 | - |  | 0 |",
-		"| rw | store | 960 | 96 | 480.00 | 951.00 | 0.960 | 0.940–0.980 | ≥ 0.95 met | 0 |",
-		"| rw | middleware | 900 | 90 | 450.00 | 891.00 | 0.900 | 0.900–0.900 | ≥ 0.93 missed | 0 |",
+		"| rw | store | 960 | 96 | 480.00 | 951.00 | 0.960 | 0.960 (0.940–0.980) | ≥ 0.95 met | 0 |",
+		"| rw | middleware | 900 | 90 | 450.00 | 891.00 | 0.900 | 0.900 (0.900–0.900) | ≥ 0.93 missed | 0 |",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks\n%s\nin\n%s", want, out.String())

@@ -30,7 +30,9 @@
 // markdown table: per mode and variant the requests, req/s, p50 and p99
 // latency (client side, in milliseconds), and the ratio of the variant's
 // req/s to the floor's in the same mode (the key number; goals: store at
-// least 0.95, middleware at least 0.93), with its range over the rounds.
+// least 0.95, middleware at least 0.93), over all rounds, then the median
+// and range of the rounds' own ratios (on a busy machine, trust the median
+// of many short rounds: -rounds 9 -round 2s).
 //
 // Usage:
 //

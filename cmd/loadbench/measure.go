@@ -197,13 +197,23 @@ func (b *bench) describe() string {
 		b.server.short(), b.s.users, b.s.rounds, b.s.round, cookies)
 }
 
-// writeTable prints the results as a markdown table. "ratio" is the
-// variant's req/s over the floor's in the same mode; "per round" is its
-// range over the rounds.
+// median returns the median of sorted values.
+func median(sorted []float64) float64 {
+	n := len(sorted)
+	if n%2 == 1 {
+		return sorted[n/2]
+	}
+	return (sorted[n/2-1] + sorted[n/2]) / 2
+}
+
+// writeTable prints the results as a markdown table. "ratio to floor" is
+// the variant's req/s over the floor's in the same mode, over all rounds;
+// "per round" is the median of the rounds' own ratios and their range,
+// which a burst of load from elsewhere moves less.
 func writeTable(out io.Writer, header string, results []*result) {
 	fmt.Fprintln(out, header)
 	fmt.Fprintln(out)
-	fmt.Fprintln(out, "| mode | variant | requests | req/s | p50 ms | p99 ms | ratio to floor | per round | goal | errors |")
+	fmt.Fprintln(out, "| mode | variant | requests | req/s | p50 ms | p99 ms | ratio to floor | per round: median (range) | goal | errors |")
 	fmt.Fprintln(out, "|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
 	for _, r := range results {
 		var floor *result
@@ -223,18 +233,13 @@ func writeTable(out io.Writer, header string, results []*result) {
 				}
 				goal = fmt.Sprintf("≥ %.2f %s", g, verdict)
 			}
-			if r != floor && len(r.rates) == len(floor.rates) && !slices.Contains(floor.rates, 0) {
-				lo, hi := 0.0, 0.0
+			if r != floor && len(r.rates) > 0 && len(r.rates) == len(floor.rates) && !slices.Contains(floor.rates, 0) {
+				x := make([]float64, len(r.rates))
 				for i, rate := range r.rates {
-					x := rate / floor.rates[i]
-					if i == 0 || x < lo {
-						lo = x
-					}
-					if i == 0 || x > hi {
-						hi = x
-					}
+					x[i] = rate / floor.rates[i]
 				}
-				perRound = fmt.Sprintf("%.3f–%.3f", lo, hi)
+				slices.Sort(x)
+				perRound = fmt.Sprintf("%.3f (%.3f–%.3f)", median(x), x[0], x[len(x)-1])
 			}
 		}
 		reqs, rate, p50, p99 := "0", "-", "-", "-"
