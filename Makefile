@@ -60,3 +60,19 @@ SCALE_FLAGS ?=
 .PHONY: scale
 scale:
 	GO=$(GO) bash scripts/with-embeddb.sh $(GO) run ./cmd/scale $(SCALE_FLAGS)
+
+# HTTP load benchmark (cmd/loadbench): requests through the store and its
+# middleware against the bare driver sending the same commands, req/s ratios
+# in a markdown table; against MONGODB_URI or, when it is empty, the
+# FerretDB v2 + DocumentDB server of ../shared/docdb/docdb.sh. Flags in
+# BENCH_HTTP_FLAGS, e.g. BENCH_HTTP_FLAGS='-users 16 -rounds 5 -cpuprofile cpu.pprof'.
+BENCH_HTTP_FLAGS ?=
+.PHONY: bench-http
+bench-http:
+	@uri="$${MONGODB_URI:-}"; \
+	if [ -z "$$uri" ]; then \
+		uri="$$(../shared/docdb/docdb.sh start | tail -n 1)"; \
+		case "$$uri" in mongodb://*) ;; *) echo "bench-http: ../shared/docdb/docdb.sh start gave no URI" >&2; exit 1;; esac; \
+	fi; \
+	echo "== go run ./cmd/loadbench against $$uri"; \
+	MONGODB_URI="$$uri" $(GO) run ./cmd/loadbench $(BENCH_HTTP_FLAGS)
