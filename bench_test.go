@@ -298,7 +298,7 @@ func BenchmarkCookieDecode(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if got, err := s.decodeCookie(testSessionName, value); err != nil || got != id {
+				if got, _, err := s.decodeCookie(testSessionName, value); err != nil || got != id {
 					b.Fatalf("decodeCookie = %q, %v", got, err)
 				}
 			}

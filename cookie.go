@@ -15,31 +15,39 @@ import (
 // name, or "" if it has none that verifies (with the error of the first
 // cookie of that name, if any). When there are several (a sibling domain
 // may have tossed one in ahead of ours), the first that verifies is used.
-func (s *Store) cookieSessionID(r *http.Request, name string) (string, error) {
+// reusable is that cookie's value if the current key signed it: saves send
+// it back as it is rather than sign the same ID again.
+func (s *Store) cookieSessionID(r *http.Request, name string) (id, reusable string, err error) {
 	var firstErr error
 	for _, c := range r.CookiesNamed(name) {
-		id, err := s.decodeCookie(name, c.Value)
+		id, current, err := s.decodeCookie(name, c.Value)
 		if err == nil {
-			return id, nil
+			if current {
+				reusable = c.Value
+			}
+			return id, reusable, nil
 		}
 		if firstErr == nil {
 			firstErr = err
 		}
 	}
-	return "", firstErr
+	return "", "", firstErr
 }
 
-// decodeCookie verifies a cookie value and returns the session ID it holds.
-func (s *Store) decodeCookie(name, value string) (string, error) {
+// decodeCookie verifies a cookie value and returns the session ID it holds,
+// and whether the current (first) key pair verified it.
+func (s *Store) decodeCookie(name, value string) (id string, current bool, err error) {
 	var raw []byte
-	if err := securecookie.DecodeMulti(name, value, &raw, s.codecs...); err != nil {
-		return "", fmt.Errorf("%w: %w", ErrInvalidCookie, unwrapMulti(err))
+	if err := s.codecs[0].Decode(name, value, &raw); err == nil {
+		current = true
+	} else if err := securecookie.DecodeMulti(name, value, &raw, s.codecs...); err != nil {
+		return "", false, fmt.Errorf("%w: %w", ErrInvalidCookie, unwrapMulti(err))
 	}
-	id := string(raw)
+	id = string(raw)
 	if !validSessionID(id) {
-		return "", fmt.Errorf("%w: malformed session ID", ErrInvalidCookie)
+		return "", false, fmt.Errorf("%w: malformed session ID", ErrInvalidCookie)
 	}
-	return id, nil
+	return id, current, nil
 }
 
 // unwrapMulti turns securecookie's MultiError, which errors.Is cannot see
@@ -66,13 +74,19 @@ func checkCookiePrefix(name string, o *sessions.Options) error {
 	return nil
 }
 
-// writeCookie sets the session cookie. A cookie with a Max-Age never
-// outlives the session's document.
-func (s *Store) writeCookie(w http.ResponseWriter, session *sessions.Session, expiresAt, now time.Time) error {
-	encoded, err := securecookie.EncodeMulti(session.Name(), []byte(session.ID), s.codecs...)
+// encodeCookie returns the signed (and maybe encrypted) cookie value for
+// session ID id, with the current key pair.
+func (s *Store) encodeCookie(name, id string) (string, error) {
+	encoded, err := securecookie.EncodeMulti(name, []byte(id), s.codecs...)
 	if err != nil {
-		return fmt.Errorf("%w: cookie: %w", ErrEncode, unwrapMulti(err))
+		return "", fmt.Errorf("%w: cookie: %w", ErrEncode, unwrapMulti(err))
 	}
+	return encoded, nil
+}
+
+// setCookie sets the session cookie, its value encoded. A cookie with a
+// Max-Age never outlives the session's document.
+func (s *Store) setCookie(w http.ResponseWriter, session *sessions.Session, encoded string, expiresAt, now time.Time) {
 	opts := *session.Options
 	if opts.MaxAge > 0 {
 		// Round up: expiresAt was truncated to whole milliseconds.
@@ -81,7 +95,6 @@ func (s *Store) writeCookie(w http.ResponseWriter, session *sessions.Session, ex
 		}
 	}
 	http.SetCookie(w, sessions.NewCookie(session.Name(), encoded, &opts))
-	return nil
 }
 
 // newOptions returns a copy of the store's default options for a session.

@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -241,9 +242,9 @@ func FuzzDecodeCookie(f *testing.F) {
 	id := newSessionID()
 	encrypted := encode(testSessionName, []byte(id), store.codecs[0])
 	signed := encode(testSessionName, []byte(id), store.codecs[1])
-	for _, v := range []string{encrypted, signed} {
-		if got, err := store.decodeCookie(testSessionName, v); err != nil || got != id {
-			f.Fatalf("decodeCookie of a valid cookie = %q, %v; want %q", got, err, id)
+	for i, v := range []string{encrypted, signed} {
+		if got, current, err := store.decodeCookie(testSessionName, v); err != nil || got != id || current != (i == 0) {
+			f.Fatalf("decodeCookie of a valid cookie = %q, current key %v, %v; want %q, %v", got, current, err, id, i == 0)
 		}
 	}
 	for _, seed := range []string{
@@ -272,7 +273,7 @@ func FuzzDecodeCookie(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, value string) {
-		id, err := store.decodeCookie(testSessionName, value)
+		id, _, err := store.decodeCookie(testSessionName, value)
 		switch {
 		case err == nil && !validSessionID(id):
 			t.Fatalf("decodeCookie(%q) = %q, an invalid session ID, and no error", value, id)
@@ -288,7 +289,7 @@ func FuzzDecodeCookie(f *testing.F) {
 		req.Header.Set("Cookie", testSessionName+"="+value)
 		c, cerr := req.Cookie(testSessionName)
 		if cerr == nil {
-			if _, err := store.decodeCookie(testSessionName, c.Value); err == nil {
+			if _, _, err := store.decodeCookie(testSessionName, c.Value); err == nil {
 				return // a valid cookie: New would query the (unreachable) database
 			}
 		}
@@ -307,4 +308,44 @@ func FuzzDecodeCookie(f *testing.F) {
 			t.Fatalf("New with cookie %q sent %d commands, want none", value, n)
 		}
 	})
+}
+
+// TestSaveReusesTheClientsCookie checks that saving a loaded session sends
+// back the cookie value the client sent when the current key signed it (no
+// signing the same ID again), and re-signs one signed with an older key.
+func TestSaveReusesTheClientsCookie(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, id := saveNew(t, f, map[any]any{"n": 0})
+	sent := b.cookies[testSessionName].Value
+	save := func(store *Store) string {
+		var value string
+		rec := b.do(func(w http.ResponseWriter, r *http.Request) {
+			s, err := store.Get(r, testSessionName)
+			if err != nil || s.IsNew {
+				t.Fatalf("load: %v", err)
+			}
+			s.Values["n"] = s.Values["n"].(int) + 1
+			if err := s.Save(r, w); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if c := mwSetCookie(rec.Header(), testSessionName); c != nil {
+			value = c.Value
+		}
+		return value
+	}
+	if got := save(f.store); got != sent {
+		t.Fatalf("the save sent a new cookie value %q, want the client's %q", got, sent)
+	}
+	rotated, err := NewStore(context.Background(), f.coll, Config{Expiry: ExpiryNone}, otherHashKey, nil, testHashKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := save(rotated)
+	if got == sent {
+		t.Fatal("a cookie signed with the old key was sent back as it was after a key rotation")
+	}
+	if gotID, current, err := rotated.decodeCookie(testSessionName, got); err != nil || !current || gotID != id {
+		t.Fatalf("re-signed cookie: %q, current key %v, %v", gotID, current, err)
+	}
 }

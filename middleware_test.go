@@ -58,7 +58,7 @@ func mwSetCookie(h http.Header, name string) *http.Cookie {
 // fixture's command log).
 func mwDocument(t testing.TB, f *storeFixture, value string) (bson.Raw, bool) {
 	t.Helper()
-	id, err := f.store.decodeCookie(testSessionName, value)
+	id, _, err := f.store.decodeCookie(testSessionName, value)
 	if err != nil {
 		t.Fatalf("decode session cookie: %v", err)
 	}

@@ -1,7 +1,6 @@
 package mongostore
 
 import (
-	"runtime"
 	"sync"
 	"time"
 	"weak"
@@ -28,19 +27,30 @@ type sessionState struct {
 	encoded []byte
 	// options is a copy of the session's options as last read or written.
 	options sessions.Options
+	// cookie is a cookie value, signed with the current key pair, that
+	// holds the session's ID: the one the client sent, or the last one sent
+	// to it. Saves send it again rather than sign the same ID anew (the
+	// signed timestamp is not checked: the document decides expiry).
+	cookie string
 }
 
-// sessionTable maps sessions to values without keeping the sessions alive:
-// entries go away when the garbage collector reclaims the session. The store
-// keeps each session's sessionState in one, and the middleware its pending
-// writer in another.
+// sessionTable maps sessions to values without keeping the sessions alive.
+// The store keeps each session's sessionState in one, and the middleware
+// its pending writer in another. Entries of sessions the garbage collector
+// has reclaimed are swept out when the table has doubled since its last
+// sweep, which costs O(1) per set, amortized, instead of a runtime cleanup
+// registered for every session.
 type sessionTable[V any] struct {
-	mu sync.Mutex
-	m  map[weak.Pointer[sessions.Session]]V
+	mu        sync.Mutex
+	m         map[weak.Pointer[sessions.Session]]V
+	nextSweep int // sweep once the table holds this many entries
 }
+
+// minSweep is the table size below which it is never swept.
+const minSweep = 1024
 
 func newSessionTable[V any]() *sessionTable[V] {
-	return &sessionTable[V]{m: make(map[weak.Pointer[sessions.Session]]V)}
+	return &sessionTable[V]{m: make(map[weak.Pointer[sessions.Session]]V), nextSweep: minSweep}
 }
 
 // get returns the value of s, if any.
@@ -55,32 +65,35 @@ func (t *sessionTable[V]) get(s *sessions.Session) (V, bool) {
 func (t *sessionTable[V]) set(s *sessions.Session, st V) {
 	wp := weak.Make(s)
 	t.mu.Lock()
-	_, existed := t.m[wp]
+	defer t.mu.Unlock()
 	t.m[wp] = st
-	t.mu.Unlock()
-	if !existed {
-		runtime.AddCleanup(s, t.drop, wp)
+	if len(t.m) >= t.nextSweep {
+		t.sweep()
 	}
 }
 
-// forget removes the value of s. The cleanup registered by set still runs
-// later and finds nothing to do, unless s was set again meanwhile; then the
-// entry lives until s is collected, which is what we want.
+// sweep removes the entries of reclaimed sessions. t.mu is held.
+func (t *sessionTable[V]) sweep() {
+	for wp := range t.m {
+		if wp.Value() == nil {
+			delete(t.m, wp)
+		}
+	}
+	t.nextSweep = max(2*len(t.m), minSweep)
+}
+
+// forget removes the value of s.
 func (t *sessionTable[V]) forget(s *sessions.Session) {
 	t.mu.Lock()
 	delete(t.m, weak.Make(s))
 	t.mu.Unlock()
 }
 
-func (t *sessionTable[V]) drop(wp weak.Pointer[sessions.Session]) {
-	t.mu.Lock()
-	delete(t.m, wp)
-	t.mu.Unlock()
-}
-
-// len returns the number of sessions with a value (for tests).
+// len returns the number of sessions with a value, once the entries of
+// reclaimed sessions are swept out (for tests).
 func (t *sessionTable[V]) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.sweep()
 	return len(t.m)
 }

@@ -4,6 +4,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/gorilla/sessions"
 )
 
 func TestStateIsReleasedWithSessions(t *testing.T) {
@@ -21,5 +23,23 @@ func TestStateIsReleasedWithSessions(t *testing.T) {
 		}
 		runtime.GC()
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestSessionTableStaysBounded checks that entries of reclaimed sessions do
+// not pile up in a busy table: set sweeps them out as the table grows.
+func TestSessionTableStaysBounded(t *testing.T) {
+	table := newSessionTable[int]()
+	for i := range 20 * minSweep {
+		table.set(&sessions.Session{ID: "x"}, i)
+		if i%minSweep == 0 {
+			runtime.GC()
+		}
+	}
+	table.mu.Lock()
+	n := len(table.m)
+	table.mu.Unlock()
+	if n > 4*minSweep {
+		t.Fatalf("%d entries held for sessions that are all unreachable, want at most %d", n, 4*minSweep)
 	}
 }

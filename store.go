@@ -120,13 +120,13 @@ func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
 	session.Options = s.newOptions()
 	session.IsNew = true
 
-	id, err := s.cookieSessionID(r, name)
+	id, cookie, err := s.cookieSessionID(r, name)
 	if id == "" {
 		return session, err // nil without a cookie: a new session
 	}
 	ctx, cancel := s.opContext(r.Context(), false)
 	defer cancel()
-	return session, s.load(ctx, session, id)
+	return session, s.load(ctx, session, id, cookie)
 }
 
 // requestInstantKey is the context key of the instant Store.Middleware
@@ -160,7 +160,8 @@ func (s *Store) opContext(ctx context.Context, detached bool) (context.Context, 
 //
 // The expiry is checked here, so an expired document the TTL monitor or the
 // GC has not removed yet is never served.
-func (s *Store) load(ctx context.Context, session *sessions.Session, id string) error {
+// cookie is the cookie value the client sent, if the current key signed it.
+func (s *Store) load(ctx context.Context, session *sessions.Session, id, cookie string) error {
 	docID := s.hasher.docID(id)
 	raw, err := s.coll.find(ctx, docID)
 	if raw == nil {
@@ -183,6 +184,7 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, id string) 
 		expiresAt: doc.expiresAt,
 		encoded:   encoded,
 		options:   *session.Options,
+		cookie:    cookie,
 	})
 	return nil
 }
@@ -279,16 +281,17 @@ func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessio
 		if err := s.update(ctx, st.docID, updateDocument(f, mac), s.cfg.Now()); err != nil {
 			return err
 		}
+		if st.cookie == "" {
+			if st.cookie, err = s.encodeCookie(session.Name(), session.ID); err != nil {
+				return err
+			}
+		}
 		st.savedAt, st.expiresAt, st.encoded, st.options = now, expiresAt, data, *session.Options
 		s.states.set(session, st)
-		return s.writeCookie(w, session, expiresAt, now)
+		s.setCookie(w, session, st.cookie, expiresAt, now)
+		return nil
 	}
-
-	expiresAt, err := s.insert(ctx, session, newSessionID(), data, now)
-	if err != nil {
-		return err
-	}
-	return s.writeCookie(w, session, expiresAt, now)
+	return s.insert(ctx, w, session, data, now)
 }
 
 // update applies change to the document docID if it exists and has not
@@ -314,15 +317,20 @@ func (s *Store) update(ctx context.Context, docID string, change bson.D, now tim
 	return ErrSessionGone
 }
 
-// insert stores session as a new document under session ID id, created at
-// now, and records its state.
-func (s *Store) insert(ctx context.Context, session *sessions.Session, id string, data []byte, now time.Time) (time.Time, error) {
+// insert stores session as a new document under a fresh session ID,
+// created at now, records its state, and sets its cookie.
+func (s *Store) insert(ctx context.Context, w http.ResponseWriter, session *sessions.Session, data []byte, now time.Time) error {
+	id := newSessionID()
+	cookie, err := s.encodeCookie(session.Name(), id)
+	if err != nil {
+		return err
+	}
 	docID := s.hasher.docID(id)
 	expiresAt := s.expiresAt(session.Options, now, now)
 	f := sealedFields{docID: docID, createdAt: now, updatedAt: now, expiresAt: expiresAt, data: s.sealer.wrap(docID, data)}
 	mac := s.sealer.seal(&f)
 	if err := s.coll.insert(ctx, newDocument(f, mac)); err != nil {
-		return time.Time{}, err
+		return err
 	}
 	session.ID = id
 	s.states.set(session, sessionState{
@@ -332,8 +340,10 @@ func (s *Store) insert(ctx context.Context, session *sessions.Session, id string
 		expiresAt: expiresAt,
 		encoded:   data,
 		options:   *session.Options,
+		cookie:    cookie,
 	})
-	return expiresAt, nil
+	s.setCookie(w, session, cookie, expiresAt, now)
+	return nil
 }
 
 // encode encodes session values (unless encoded already holds them) and
@@ -411,11 +421,7 @@ func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *
 		return ErrSessionGone // deleted or expired meanwhile: never revived
 	}
 	s.detach(session)
-	expiresAt, err := s.insert(ctx, session, newSessionID(), data, now)
-	if err != nil {
-		return err
-	}
-	return s.writeCookie(w, session, expiresAt, now)
+	return s.insert(ctx, w, session, data, now)
 }
 
 // detach forgets the session's ID and stored state, so that its next save
