@@ -166,7 +166,8 @@ func (CompactCodec) deterministic(data []byte) bool {
 }
 
 func appendCompactMap(b []byte, values map[any]any) ([]byte, error) {
-	keys := make([]string, 0, len(values))
+	var small [16]string // most sessions hold fewer values: no allocation
+	keys := small[:0]
 	for k := range values {
 		ks, ok := k.(string)
 		if !ok {

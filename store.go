@@ -32,6 +32,9 @@ type Store struct {
 	// until the request ends, so that Times can tell what it will save.
 	pending *sessionTable[*sessionWriter]
 	expiry  ExpiryMode // the mode in effect (ExpiryAuto resolved)
+	// buffers holds *[]byte for the middleware's change-check encodings,
+	// most of which are compared and dropped.
+	buffers sync.Pool
 
 	life      context.Context // cancelled by Close
 	closeLife context.CancelFunc
@@ -142,6 +145,15 @@ func (s *Store) instant(ctx context.Context) time.Time {
 		return t
 	}
 	return s.cfg.Now()
+}
+
+// encodeBuffer returns a buffer for an encoding, from s.buffers.
+func (s *Store) encodeBuffer() *[]byte {
+	if b, ok := s.buffers.Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 0, 512)
+	return &b
 }
 
 // opContext bounds one operation on the database by Config.Timeout. A

@@ -103,12 +103,19 @@ func (w *sessionWriter) mustWrite() bool {
 // reads as nil) costs one needless write, never a lost change.
 func (w *sessionWriter) changed(st sessionState) bool {
 	if cc, ok := w.store.cfg.Codec.(CompactCodec); ok && cc.deterministic(st.encoded) {
-		enc, err := cc.Encode(w.session.Values)
+		buf := w.store.encodeBuffer()
+		enc, err := cc.AppendEncode((*buf)[:0], w.session.Values)
 		if err != nil {
+			w.store.buffers.Put(buf)
 			return true // the save reports the error
 		}
-		w.encoded = enc
-		return !bytes.Equal(enc, st.encoded)
+		if bytes.Equal(enc, st.encoded) {
+			*buf = enc
+			w.store.buffers.Put(buf) // unchanged: nothing keeps it
+			return false
+		}
+		w.encoded = enc // the save writes it, and the session state keeps it
+		return true
 	}
 	if w.stored == nil {
 		old, err := w.store.cfg.Codec.Decode(st.encoded)
