@@ -172,16 +172,26 @@ func fuzzDocuments(tb testing.TB) [][]byte {
 	}
 	sealer := testSealer(tb)
 	sealed := func(data []byte, expiresAt time.Time) []byte {
-		f := sealedFields{docID: fuzzDocID, createdAt: now, updatedAt: now, expiresAt: expiresAt, data: data}
+		f := sealedFields{docID: fuzzDocID, createdAt: now, updatedAt: now, expiresAt: expiresAt, data: sealer.wrap(fuzzDocID, data)}
 		mac := sealer.seal(&f)
 		return marshal(newDocument(f, mac))
 	}
 	later := now.Add(time.Hour)
 	valid := sealed(gobData, later)
+	// The same values encrypted, as with a block key.
+	encrypted := func() []byte {
+		enc, err := newDataSealer([]keyPair{{hash: testHashKey, block: testBlockKey}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		f := sealedFields{docID: fuzzDocID, createdAt: now, updatedAt: now, expiresAt: later, data: enc.wrap(fuzzDocID, gobData)}
+		mac := enc.seal(&f)
+		return marshal(newDocument(f, mac))
+	}()
 	withJSON := sealed(jsonData, later)
 	empty := sealed(nil, now)
 	var docs [][]byte
-	docs = append(docs, valid, withJSON, empty)
+	docs = append(docs, valid, withJSON, empty, encrypted)
 	docs = append(docs,
 		valid[:len(valid)/2],
 		valid[:len(valid)-1],
@@ -226,7 +236,11 @@ func FuzzDecodeDocument(f *testing.F) {
 	f.Add(mustMarshal(f, newDocument(sealedFields{docID: fuzzDocID, version: documentVersion, createdAt: now, updatedAt: now, expiresAt: now,
 		data: []byte{0x0d, 0x7f, 0x04}}, []byte("forged mac"))))
 	spy := &spyCodec{}
-	store := &Store{cfg: Config{Codec: spy}, sealer: testSealer(f)}
+	sealer, err := newDataSealer([]keyPair{{hash: testHashKey, block: testBlockKey}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	store := &Store{cfg: Config{Codec: spy}, sealer: sealer}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		spy.decoded = nil
 		doc, _, values, err := store.decodeStored(fuzzDocID, raw)
@@ -234,8 +248,8 @@ func FuzzDecodeDocument(f *testing.F) {
 			if !errors.Is(err, ErrDecode) {
 				t.Fatalf("error %v does not wrap ErrDecode", err)
 			}
-			if spy.decoded != nil && !store.sealer.verify(doc.withData(spy.decoded), doc.mac) {
-				t.Fatalf("data with a bad MAC reached the codec: %x", spy.decoded)
+			if spy.decoded != nil && !store.sealer.verify(doc.sealedFields, doc.mac) {
+				t.Fatalf("data of a document with a bad MAC reached the codec: %x", spy.decoded)
 			}
 			return
 		}
@@ -285,13 +299,6 @@ func testSealer(tb testing.TB) *dataSealer {
 	return s
 }
 
-// withData returns the document's sealed fields with other data.
-func (s storedSession) withData(data []byte) sealedFields {
-	f := s.sealedFields
-	f.data = data
-	return f
-}
-
 func TestDatabaseErrorsAreWrapped(t *testing.T) {
 	f := newFixture(t, Config{})
 	b, _ := saveNew(t, f, map[any]any{"k": "v"})
@@ -310,4 +317,21 @@ func TestDatabaseErrorsAreWrapped(t *testing.T) {
 			t.Fatalf("Save on a disconnected client = %v, want ErrDatabase", err)
 		}
 	})
+}
+
+// TestFuzzDocumentSeedsDecode checks that the valid seeds of
+// FuzzDecodeDocument, plain and encrypted, do decode, so the fuzzer starts
+// from documents that pass every check.
+func TestFuzzDocumentSeedsDecode(t *testing.T) {
+	sealer, err := newDataSealer([]keyPair{{hash: testHashKey, block: testBlockKey}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := &Store{cfg: Config{Codec: GobCodec{}}, sealer: sealer}
+	docs := fuzzDocuments(t)
+	for _, i := range []int{0, 3} { // valid, encrypted
+		if _, _, values, err := store.decodeStored(fuzzDocID, docs[i]); err != nil || values["user"] != "alice" {
+			t.Fatalf("seed %d: %v, %v", i, values, err)
+		}
+	}
 }
