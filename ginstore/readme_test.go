@@ -1,17 +1,15 @@
 package ginstore_test
 
 import (
-	"encoding/json"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mongostore/mongostore/internal/readmecheck"
 )
 
-// TestReadmeExample checks that the README's gin example is a whole program
-// that holds the code of the runnable Example, and that it compiles, so the
-// README never shows code that does not work.
+// TestReadmeExample checks that the README's gin example holds the code of
+// the runnable Example, so the README never shows code that does not work.
 func TestReadmeExample(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -21,49 +19,43 @@ func TestReadmeExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gin := between(t, string(readme), "## gin\n", "## ")
-	shown := between(t, gin, "```go\n", "```")
-	code := between(t, string(example), "\t// gin example begins\n", "\t// gin example ends")
+	gin := readmecheck.Between(t, string(readme), "## gin\n", "## ")
+	shown := readmecheck.Between(t, gin, "```go\n", "```")
+	code := readmecheck.Between(t, string(example), "\t// gin example begins\n", "\t// gin example ends")
 	if !strings.Contains(shown, code) {
 		t.Fatalf("README gin example does not contain the Example's code.\nREADME:\n%s\nExample:\n%s", shown, code)
 	}
-	if testing.Short() {
-		return
-	}
-	// Build it as its own program, through an overlay: nothing is written to
-	// the module's tree.
-	root, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	src := filepath.Join(dir, "main.go")
-	if err := os.WriteFile(src, []byte(shown), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	overlay, _ := json.Marshal(map[string]any{"Replace": map[string]string{
-		filepath.Join(root, "internal", "readmecheck", "main.go"): src,
-	}})
-	overlayFile := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(overlayFile, overlay, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command("go", "build", "-overlay="+overlayFile, "-o", os.DevNull, "./internal/readmecheck")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the README's gin program does not compile: %v\n%s", err, out)
-	}
 }
 
-// between returns the part of s after the first from and before the next to.
-func between(t *testing.T, s, from, to string) string {
-	t.Helper()
-	_, after, ok := strings.Cut(s, from)
-	if !ok {
-		t.Fatalf("marker %q not found", from)
+// readmeImports are the packages the README's snippets may use without an
+// import block of their own, by the name they are used under. sessions is
+// gin-contrib's, as in a gin application.
+var readmeImports = map[string]string{
+	"context":    "context",
+	"errors":     "errors",
+	"fmt":        "fmt",
+	"http":       "net/http",
+	"log":        "log",
+	"os":         "os",
+	"time":       "time",
+	"gin":        "github.com/gin-gonic/gin",
+	"sessions":   "github.com/gin-contrib/sessions",
+	"ginstore":   "github.com/mongostore/mongostore/ginstore",
+	"mongostore": "github.com/mongostore/mongostore",
+	"mongo":      "go.mongodb.org/mongo-driver/v2/mongo",
+	"options":    "go.mongodb.org/mongo-driver/v2/mongo/options",
+}
+
+// TestReadmeCodeCompiles builds every Go block of README.md as its own
+// program in this module, as the library's test of the same name does for
+// its README (see readmecheck.File for how a snippet is made a program).
+func TestReadmeCodeCompiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds programs with the go command; not in -short")
 	}
-	before, _, ok := strings.Cut(after, to)
-	if !ok {
-		t.Fatalf("marker %q not found", to)
+	blocks := readmecheck.Blocks(t, "README.md")
+	if len(blocks) < 2 {
+		t.Fatalf("found %d Go blocks in README.md, want the gin example and the login", len(blocks))
 	}
-	return before
+	readmecheck.Compile(t, blocks, readmeImports)
 }

@@ -1,0 +1,120 @@
+// Package readmecheck compiles the Go blocks of a README, for the README
+// tests of mongostore's modules (the library, the gin adapter), so that no
+// README shows code that does not compile as written.
+//
+// Each block is built as its own program in the module under test, with the
+// go command and an overlay: nothing is written to the module's tree.
+package readmecheck
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var (
+	goBlock = regexp.MustCompile("(?s)```go\n(.*?)```")
+	comment = regexp.MustCompile(`(?m)(^|\s)//.*$`)
+	topDecl = regexp.MustCompile(`(?m)^(func|type|var|const) `)
+)
+
+// Blocks returns the code of every ```go block of the Markdown file at
+// path, in order.
+func Blocks(t testing.TB, path string) []string {
+	t.Helper()
+	readme, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blocks []string
+	for _, m := range goBlock.FindAllStringSubmatch(string(readme), -1) {
+		blocks = append(blocks, m[1])
+	}
+	return blocks
+}
+
+// Between returns the part of s after the first from and before the next
+// to, and fails t when either is missing.
+func Between(t testing.TB, s, from, to string) string {
+	t.Helper()
+	_, after, ok := strings.Cut(s, from)
+	if !ok {
+		t.Fatalf("marker %q not found", from)
+	}
+	before, _, ok := strings.Cut(after, to)
+	if !ok {
+		t.Fatalf("marker %q not found", to)
+	}
+	return before
+}
+
+// File turns a README Go block into a compilable file of package main: a
+// whole file (one that starts with its package clause) as it is; top-level
+// declarations with the imports they use; statements inside a function.
+// imports maps the names a block may use without an import block of its
+// own to their import paths. Names the block neither declares nor imports
+// (a ctx, an addr) are not supplied, so a snippet that uses one fails to
+// compile, as it would for a reader who copies it.
+func File(block string, imports map[string]string) string {
+	if strings.HasPrefix(block, "package ") {
+		return block
+	}
+	code := comment.ReplaceAllString(block, "") // comments import nothing
+	var b strings.Builder
+	b.WriteString("package main\n\nimport (\n")
+	for name, path := range imports {
+		if regexp.MustCompile(`\b` + regexp.QuoteMeta(name) + `\.`).MatchString(code) {
+			fmt.Fprintf(&b, "\t%s %q\n", name, path)
+		}
+	}
+	b.WriteString(")\n\nfunc main() {}\n\n")
+	if topDecl.MatchString(block) {
+		b.WriteString(block)
+	} else {
+		b.WriteString("func _() {\n" + block + "}\n")
+	}
+	return b.String()
+}
+
+// Compile builds every block, made a file by File, as its own program of
+// the module in the current directory (a test's, at the module's root), and
+// reports each block that does not compile as an error of t.
+func Compile(t testing.TB, blocks []string, imports map[string]string) {
+	t.Helper()
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	overlay := map[string]string{}
+	files := make([]string, len(blocks))
+	pkgs := make([]string, len(blocks))
+	for i, block := range blocks {
+		files[i] = File(block, imports)
+		real := filepath.Join(dir, fmt.Sprintf("block%d.go", i+1))
+		if err := os.WriteFile(real, []byte(files[i]), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		pkgs[i] = fmt.Sprintf("./internal/readmecheck/block%d", i+1)
+		overlay[filepath.Join(root, pkgs[i], "main.go")] = real
+	}
+	overlayJSON, err := json.Marshal(map[string]any{"Replace": overlay})
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlayFile := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(overlayFile, overlayJSON, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for i, pkg := range pkgs {
+		cmd := exec.Command("go", "build", "-overlay="+overlayFile, "-o", os.DevNull, pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("README Go block %d does not compile: %v\n%s\n--- as compiled:\n%s", i+1, err, out, files[i])
+		}
+	}
+}
