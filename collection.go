@@ -147,6 +147,13 @@ func expiredFilter(now time.Time) bson.D {
 	return bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bsonDate(now)}}}}
 }
 
+// malformedFilter matches the documents whose expiresAt is not a date (or
+// is missing): written by something other than the store, they are never
+// served, and neither a TTL index nor expiredFilter ever matches them.
+func malformedFilter() bson.D {
+	return bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$type", Value: "date"}}}}}}
+}
+
 // live reports whether a document has not expired at now. A document
 // without a date in expiresAt was not written by the store and counts as
 // expired.
@@ -220,6 +227,17 @@ func (c collection) deleteExpired(ctx context.Context, now time.Time) (int64, er
 	res, err := c.c.DeleteMany(ctx, expiredFilter(now), options.DeleteMany().SetComment(GCComment))
 	if err != nil {
 		return 0, dbError("delete expired sessions", err)
+	}
+	return res.DeletedCount, nil
+}
+
+// deleteMalformed deletes every document matched by malformedFilter, in
+// one command marked with GCComment (a scan of the collection: no index
+// holds the type of a field), and returns how many it deleted.
+func (c collection) deleteMalformed(ctx context.Context) (int64, error) {
+	res, err := c.c.DeleteMany(ctx, malformedFilter(), options.DeleteMany().SetComment(GCComment))
+	if err != nil {
+		return 0, dbError("delete sessions whose expiresAt is not a date", err)
 	}
 	return res.DeletedCount, nil
 }

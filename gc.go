@@ -13,8 +13,30 @@ import (
 // profiler and currentOp.
 const GCComment = "mongostore gc sweep"
 
+// malformedSweepEvery is how many sweeps of RunGC pass between two
+// deletions of documents whose expiresAt is not a date (the first sweep
+// makes one too): about hourly with the default GCInterval. Such documents
+// are not the store's and are rare, and finding them takes a scan of the
+// collection, which the sweeps of expired documents (an index range) do
+// not.
+const malformedSweepEvery = 60
+
+// startGC runs RunGC in a goroutine of its own until Close (ExpiryGC, and
+// ExpiryAuto on a server without TTL indexes).
+func (s *Store) startGC() {
+	s.gcDone = make(chan struct{})
+	go func() {
+		defer close(s.gcDone)
+		_ = s.RunGC(s.life, s.cfg.GCInterval)
+	}()
+}
+
 // RunGC deletes expired sessions every interval (and once at the start)
-// until ctx is cancelled or the store is closed. It returns ctx's error
+// until ctx is cancelled or the store is closed. Its first sweep, and one
+// in every 60 after it, also deletes the documents whose expiresAt is not a
+// date, which a TTL index never deletes: the store never writes them (nor
+// serves them), so they come from something else writing to its
+// collection; the sweep logs how many it found, as a warning. It returns ctx's error
 // (unwrapped), or ErrClosed after Close. A failing sweep is logged and tried again at the
 // next tick. Each sweep is logged with the number of sessions deleted and
 // its duration (at Debug level when it deleted nothing).
@@ -35,8 +57,8 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) error {
 
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	for {
-		s.sweep(ctx)
+	for n := 0; ; n++ {
+		s.sweep(ctx, n%malformedSweepEvery == 0)
 		select {
 		case <-ctx.Done():
 			if s.life.Err() != nil {
@@ -48,10 +70,14 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) error {
 	}
 }
 
-// sweep runs DeleteExpired once and logs the outcome.
-func (s *Store) sweep(ctx context.Context) {
+// sweep runs DeleteExpired once, and with malformed deleteMalformed too,
+// and logs the outcome.
+func (s *Store) sweep(ctx context.Context, malformed bool) {
 	if s.cfg.afterSweep != nil {
 		defer s.cfg.afterSweep()
+	}
+	if malformed {
+		s.sweepMalformed(ctx)
 	}
 	start := time.Now()
 	n, err := s.DeleteExpired(ctx)
@@ -69,6 +95,25 @@ func (s *Store) sweep(ctx context.Context) {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: gc sweep", attrs...)
 	default:
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "mongostore: gc sweep", attrs...)
+	}
+}
+
+// sweepMalformed deletes the documents whose expiresAt is not a date, and
+// logs how many there were (a warning: something else writes to the
+// collection) or why it failed.
+func (s *Store) sweepMalformed(ctx context.Context) {
+	opCtx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, s.cfg.GCInterval))
+	defer cancel()
+	n, err := s.coll.deleteMalformed(opCtx)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// stopping: not a failure
+	case err != nil:
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: gc sweep of documents without a date in expiresAt failed",
+			slog.String("collection", s.coll.c.Name()), slog.String("error", err.Error()))
+	case n > 0:
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: gc deleted documents whose expiresAt is not a date (not written by this store)",
+			slog.String("collection", s.coll.c.Name()), slog.Int64("deleted", n))
 	}
 }
 

@@ -256,3 +256,54 @@ func TestRunGCAfterClose(t *testing.T) {
 		t.Fatalf("spurious sweep failure logged:\n%s", f.logs)
 	}
 }
+
+func TestGCDeletesDocumentsWithoutADate(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	live := saveSessions(t, f, 3, "v")
+	// Documents written by something else: no TTL index and no
+	// {expiresAt: {$lte: now}} ever matches them.
+	junk := []any{
+		bson.D{{Key: fieldID, Value: "string"}, {Key: fieldExpiresAt, Value: "2020-01-01T00:00:00Z"}},
+		bson.D{{Key: fieldID, Value: "number"}, {Key: fieldExpiresAt, Value: int64(1577836800000)}},
+		bson.D{{Key: fieldID, Value: "missing"}, {Key: fieldData, Value: "x"}},
+	}
+	if _, err := f.coll.InsertMany(context.Background(), junk); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.store.DeleteExpired(context.Background()); n != 0 || err != nil {
+		t.Fatalf("DeleteExpired = %d, %v; want 0: it matches dates only", n, err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.store.RunGC(ctx, 100*time.Millisecond) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for f.count(t) != int64(len(live)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the GC left %d documents, want the %d live sessions", f.count(t), len(live))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	left := liveIDs(t, f)
+	for _, id := range live {
+		if !left[f.store.hasher.docID(id)] {
+			t.Fatal("the GC deleted a live session")
+		}
+	}
+	var warned int64
+	for _, line := range strings.Split(strings.TrimSpace(f.logs.String()), "\n") {
+		var r struct {
+			Level   string `json:"level"`
+			Msg     string `json:"msg"`
+			Deleted int64  `json:"deleted"`
+		}
+		if json.Unmarshal([]byte(line), &r) == nil && r.Level == "WARN" && strings.Contains(r.Msg, "not a date") {
+			warned += r.Deleted
+		}
+	}
+	if warned != int64(len(junk)) {
+		t.Fatalf("warnings count %d documents without a date, want %d:\n%s", warned, len(junk), f.logs)
+	}
+}

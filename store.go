@@ -91,11 +91,7 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 	}
 	s.life, s.closeLife = context.WithCancel(context.WithoutCancel(ctx))
 	if s.expiry == ExpiryGC {
-		s.gcDone = make(chan struct{})
-		go func() {
-			defer close(s.gcDone)
-			_ = s.RunGC(s.life, cfg.GCInterval)
-		}()
+		s.startGC()
 	}
 	return s, nil
 }
@@ -377,20 +373,51 @@ func (s *Store) encode(values map[any]any, encoded []byte) ([]byte, error) {
 // delete removes the session's document, expires its cookie and forgets
 // its ID.
 func (s *Store) delete(ctx context.Context, w http.ResponseWriter, session *sessions.Session) error {
+	if err := s.deleteDocument(ctx, session); err != nil {
+		return err
+	}
+	s.detach(session)
+	http.SetCookie(w, sessions.NewCookie(session.Name(), "", session.Options))
+	return nil
+}
+
+// deleteDocument deletes the document of the session's ID, if it has one.
+func (s *Store) deleteDocument(ctx context.Context, session *sessions.Session) error {
 	docID := ""
 	if st, ok := s.states.get(session); ok {
 		docID = st.docID
 	} else if validSessionID(session.ID) {
 		docID = s.hasher.docID(session.ID)
 	}
-	if docID != "" {
-		if err := s.coll.delete(ctx, docID); err != nil {
-			return err
-		}
+	if docID == "" {
+		return nil
 	}
+	return s.coll.delete(ctx, docID)
+}
+
+// Restart ends the session's stored life and makes it a new, empty
+// session: it deletes the document of its ID (if there is one), clears its
+// values and forgets its ID, so that its next save (Save, or the
+// middleware's) stores it under a fresh ID with a new cookie. Call it at
+// login when nothing of the anonymous session is to be kept, then set the
+// logged-in values.
+//
+// Unlike RegenerateID, which carries the values over and so refuses
+// (ErrSessionGone) when the session was ended elsewhere meanwhile, Restart
+// succeeds whatever became of the old session: a login racing a logout in
+// another tab gets a fresh session, and nothing of the logged-out one comes
+// back. A database failure gives an error wrapping ErrDatabase; the session
+// is emptied and detached all the same, so nothing is ever written under
+// its old ID. Like Save, Restart is bounded by Config.Timeout, not by the
+// request's context.
+func (s *Store) Restart(r *http.Request, session *sessions.Session) error {
+	ctx, cancel := s.opContext(r.Context(), true)
+	defer cancel()
+	err := s.deleteDocument(ctx, session)
 	s.detach(session)
-	http.SetCookie(w, sessions.NewCookie(session.Name(), "", session.Options))
-	return nil
+	clear(session.Values)
+	session.IsNew = true
+	return err
 }
 
 // RegenerateID gives the session a new ID, keeping its values, and deletes

@@ -330,6 +330,78 @@ func TestRegenerateID(t *testing.T) {
 	})
 }
 
+func TestRestart(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	for _, tc := range []struct {
+		name string
+		// end, if not nil, ends the stored session while the request runs
+		// (a logout in another tab).
+		end func(r *http.Request, s *sessions.Session)
+	}{
+		{"live session", nil},
+		{"logged out meanwhile", func(r *http.Request, s *sessions.Session) {
+			if _, err := f.coll.DeleteOne(r.Context(), bson.D{{Key: fieldID, Value: f.store.hasher.docID(s.ID)}}); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, oldID := saveNew(t, f, map[any]any{"user": "eve", "cart": "book"})
+			old := &browser{cookies: map[string]*http.Cookie{testSessionName: b.cookies[testSessionName]}}
+			before := f.count(t)
+			var newID string
+			b.do(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := f.store.Get(r, testSessionName)
+				if tc.end != nil {
+					tc.end(r, s)
+				}
+				if err := f.store.Restart(r, s); err != nil {
+					t.Fatalf("Restart: %v", err)
+				}
+				if !s.IsNew || s.ID != "" || len(s.Values) != 0 {
+					t.Fatalf("after Restart: IsNew=%v, ID set=%v, values %v; want a new, empty session", s.IsNew, s.ID != "", s.Values)
+				}
+				s.Values["user"] = "ada"
+				if err := s.Save(r, w); err != nil {
+					t.Fatalf("Save after Restart: %v", err)
+				}
+				newID = s.ID
+			})
+			if newID == oldID || !validSessionID(newID) {
+				t.Fatal("Restart did not lead to a fresh ID")
+			}
+			if got := f.count(t); got != before {
+				t.Fatalf("%d documents, want %d: the old one deleted, the new one inserted", got, before)
+			}
+			s, err := load(t, f, b)
+			if err != nil || s.IsNew || s.Values["user"] != "ada" || s.Values["cart"] != nil {
+				t.Fatalf("new cookie: IsNew=%v values=%v err=%v; want only user ada", s.IsNew, s.Values, err)
+			}
+			if s, _ := load(t, f, old); !s.IsNew {
+				t.Fatal("the old session ID still works after Restart")
+			}
+		})
+	}
+	t.Run("cancelled request", func(t *testing.T) {
+		b, _ := saveNew(t, f, map[any]any{"user": "eve"})
+		r := b.request()
+		s, _ := f.store.Get(r, testSessionName)
+		ctx, cancel := context.WithCancel(r.Context())
+		cancel()
+		// A cancelled request does not stop Restart (it is bounded by
+		// Config.Timeout): the old document is deleted all the same.
+		if err := f.store.Restart(r.WithContext(ctx), s); err != nil {
+			t.Fatalf("Restart with a cancelled request = %v, want nil", err)
+		}
+		if s.ID != "" || len(s.Values) != 0 {
+			t.Fatal("Restart left the ID or values")
+		}
+		if got, _ := load(t, f, b); !got.IsNew {
+			t.Fatal("the old session survives Restart")
+		}
+	})
+}
+
 func TestSaveRefusesBadValues(t *testing.T) {
 	f := newFixture(t, Config{MaxSize: 1024})
 	for _, tt := range []struct {
