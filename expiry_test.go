@@ -634,6 +634,106 @@ func TestExplicitLifetimeAndAbsoluteTimeout(t *testing.T) {
 	}
 }
 
+// TestExplicitLifetimePastDefaultAbsoluteTimeout checks, with a fake clock
+// and aged cookies, that a 30-day lifetime set explicitly (store.MaxAge, or
+// a per-session "remember me") keeps a session eight days after its
+// creation, past the 7-day DefaultAbsoluteTimeout, whether the client came
+// back every day or stayed away (the idle timeout is MaxAge, 30 days); and
+// that an explicit Config.AbsoluteTimeout of 7 days ends it all the same.
+func TestExplicitLifetimePastDefaultAbsoluteTimeout(t *testing.T) {
+	const (
+		day   = 24 * time.Hour
+		month = 30 * day
+	)
+	for _, tt := range []struct {
+		name     string
+		absolute time.Duration // Config.AbsoluteTimeout
+		remember bool          // MaxAge on the session, not on the store
+		daily    bool          // a visit that saves every day, else idle
+		want     bool          // the session loads eight days after creation
+	}{
+		{"store.MaxAge, idle", 0, false, false, true},
+		{"store.MaxAge, daily visits", 0, false, true, true},
+		{"remember me, idle", 0, true, false, true},
+		{"remember me, daily visits", 0, true, true, true},
+		{"store.MaxAge, explicit 7-day absolute, idle", 7 * day, false, false, false},
+		{"store.MaxAge, explicit 7-day absolute, daily visits", 7 * day, false, true, false},
+		{"remember me, explicit 7-day absolute, idle", 7 * day, true, false, false},
+		{"remember me, explicit 7-day absolute, daily visits", 7 * day, true, true, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clock := newFakeClock()
+			f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, AbsoluteTimeout: tt.absolute})
+			if !tt.remember {
+				f.store.MaxAge(int(month / time.Second))
+			}
+			// save sets the lifetime and saves the session. Per-session
+			// options are not stored, as with gorilla's stores: an
+			// application that remembers a user sets them at every save.
+			save := func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				t.Helper()
+				if tt.remember {
+					s.Options.MaxAge = int(month / time.Second)
+				}
+				if err := s.Save(r, w); err != nil {
+					t.Fatalf("Save: %v", err)
+				}
+			}
+			b := newBrowser()
+			var id string
+			b.do(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := f.store.Get(r, testSessionName)
+				s.Values["user"], s.Values["visits"] = "ada", 0
+				save(w, r, s)
+				id = s.ID
+			})
+			created := clock.Now()
+			// visit is a request from the client, away after its previous
+			// one, with a cookie signed that long ago. It runs fn on the
+			// session if the store loads it, and returns the session.
+			visit := func(away time.Duration, fn func(w http.ResponseWriter, r *http.Request, s *sessions.Session)) *sessions.Session {
+				t.Helper()
+				clock.Advance(away)
+				b.cookies[testSessionName].Value = agedCookie(testSessionName, id, testHashKey, away)
+				var s *sessions.Session
+				var err error
+				b.do(func(w http.ResponseWriter, r *http.Request) {
+					if s, err = f.store.Get(r, testSessionName); err == nil && !s.IsNew && fn != nil {
+						fn(w, r, s)
+					}
+				})
+				if err != nil {
+					t.Fatalf("Get at creation + %v: %v", clock.Now().Sub(created), err)
+				}
+				return s
+			}
+			if tt.daily {
+				// Visits at 23h, 47h, ... 167h: all before any 7-day limit.
+				for i := range 7 {
+					away := day
+					if i == 0 {
+						away = day - time.Hour
+					}
+					s := visit(away, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+						s.Values["visits"] = s.Values["visits"].(int) + 1
+						save(w, r, s)
+					})
+					if s.IsNew {
+						t.Fatalf("visit %d, at creation + %v: a new session, want the stored one", i+1, clock.Now().Sub(created))
+					}
+				}
+			}
+			s := visit(created.Add(8*day).Sub(clock.Now()), nil)
+			if got := !s.IsNew && s.Values["user"] == "ada"; got != tt.want {
+				t.Fatalf("eight days after creation: IsNew=%v values=%v; want the session loaded = %v", s.IsNew, s.Values, tt.want)
+			}
+			if tt.want && tt.daily && s.Values["visits"] != 7 {
+				t.Fatalf("visits = %v, want 7", s.Values["visits"])
+			}
+		})
+	}
+}
+
 // TestMiddlewareTimesInHandler checks that Store.Times (and ExpiresAt)
 // inside a handler report what the middleware is about to save, not the
 // state before the request.
