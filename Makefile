@@ -4,7 +4,7 @@
 # including its end-to-end test in headless Chromium.
 
 GO ?= go
-MODULES := . embeddb example ginstore
+MODULES := . embeddb example ginstore cmd/loadbench/peers
 # Extra flags for go test, e.g. TESTFLAGS=-v (CI's DocumentDB leg, to see skips).
 TESTFLAGS ?=
 FUZZTIME ?= 10s
@@ -62,17 +62,25 @@ scale:
 	GO=$(GO) bash scripts/with-embeddb.sh $(GO) run ./cmd/scale $(SCALE_FLAGS)
 
 # HTTP load benchmark (cmd/loadbench): requests through the store and its
-# middleware against the bare driver sending the same commands, req/s ratios
-# in a markdown table; against MONGODB_URI or, when it is empty, the
-# FerretDB v2 + DocumentDB server of ../shared/docdb/docdb.sh. Flags in
-# BENCH_HTTP_FLAGS, e.g. BENCH_HTTP_FLAGS='-users 16 -rounds 5 -cpuprofile cpu.pprof'.
+# middleware against the bare driver sending the same commands, and against
+# github.com/laziness-coders/mongostore (mongo-driver v1; what
+# gin-contrib/sessions wraps), all in the same interleaved rounds, req/s
+# ratios in markdown tables; against MONGODB_URI or, when it is empty, the
+# FerretDB v2 + DocumentDB server of ../shared/docdb/docdb.sh. The peer
+# needs driver v1, so bench-http runs cmd/loadbench/peers, a module of its
+# own; bench-http-store runs cmd/loadbench alone, without it. Flags in
+# BENCH_HTTP_FLAGS, e.g. BENCH_HTTP_FLAGS='-users 16 -rounds 5 -cpuprofile cpu.pprof'
+# (paths relative to this directory).
 BENCH_HTTP_FLAGS ?=
-.PHONY: bench-http
-bench-http:
+.PHONY: bench-http bench-http-store
+bench-http bench-http-store:
 	@uri="$${MONGODB_URI:-}"; \
 	if [ -z "$$uri" ]; then \
 		uri="$$(../shared/docdb/docdb.sh start | tail -n 1)"; \
-		case "$$uri" in mongodb://*) ;; *) echo "bench-http: ../shared/docdb/docdb.sh start gave no URI" >&2; exit 1;; esac; \
+		case "$$uri" in mongodb://*) ;; *) echo "$@: ../shared/docdb/docdb.sh start gave no URI" >&2; exit 1;; esac; \
 	fi; \
-	echo "== go run ./cmd/loadbench against $$uri"; \
-	MONGODB_URI="$$uri" $(GO) run ./cmd/loadbench $(BENCH_HTTP_FLAGS)
+	if [ "$@" = bench-http ]; then pkg=./cmd/loadbench/peers; else pkg=./cmd/loadbench; fi; \
+	dir="$$(mktemp -d)" && trap 'rm -rf "$$dir"' EXIT && \
+	$(GO) build -C "$$pkg" -o "$$dir/loadbench" . && \
+	echo "== $$pkg against $$uri" && \
+	MONGODB_URI="$$uri" "$$dir/loadbench" $(BENCH_HTTP_FLAGS)

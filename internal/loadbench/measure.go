@@ -1,4 +1,4 @@
-package main
+package loadbench
 
 import (
 	"context"
@@ -233,13 +233,8 @@ func writeTable(out io.Writer, header string, results []*result) {
 				}
 				goal = fmt.Sprintf("≥ %.2f %s", g, verdict)
 			}
-			if r != floor && len(r.rates) > 0 && len(r.rates) == len(floor.rates) && !slices.Contains(floor.rates, 0) {
-				x := make([]float64, len(r.rates))
-				for i, rate := range r.rates {
-					x[i] = rate / floor.rates[i]
-				}
-				slices.Sort(x)
-				perRound = fmt.Sprintf("%.3f (%.3f–%.3f)", median(x), x[0], x[len(x)-1])
+			if r != floor {
+				perRound = perRoundRatios(r, floor)
 			}
 		}
 		reqs, rate, p50, p99 := "0", "-", "-", "-"
@@ -250,5 +245,68 @@ func writeTable(out io.Writer, header string, results []*result) {
 		}
 		fmt.Fprintf(out, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |\n",
 			r.mode, r.variant, reqs, rate, p50, p99, ratio, perRound, goal, r.errors)
+	}
+}
+
+// perRoundRatios is the median and range of the ratios of r's req/s to
+// base's, round by round, or "-".
+func perRoundRatios(r, base *result) string {
+	if len(r.rates) == 0 || len(r.rates) != len(base.rates) || slices.Contains(base.rates, 0) {
+		return "-"
+	}
+	x := make([]float64, len(r.rates))
+	for i, rate := range r.rates {
+		x[i] = rate / base.rates[i]
+	}
+	slices.Sort(x)
+	return fmt.Sprintf("%.3f (%.3f–%.3f)", median(x), x[0], x[len(x)-1])
+}
+
+// writePeerTable prints, for each peer measured, the ratio of the store's
+// and the middleware's req/s to the peer's, in each mode, over all rounds
+// and round by round, with the store's goal.
+func writePeerTable(out io.Writer, results []*result, peers []Peer) {
+	find := func(mode, variant string) *result {
+		for _, r := range results {
+			if r.mode == mode && r.variant == variant && r.requests() > 0 && r.rate() > 0 {
+				return r
+			}
+		}
+		return nil
+	}
+	var rows []string
+	for _, p := range peers {
+		for _, r := range results {
+			if r.variant != variantStore && r.variant != variantMiddleware {
+				continue
+			}
+			base := find(r.mode, p.Name)
+			if base == nil || r.requests() == 0 {
+				continue
+			}
+			x := r.rate() / base.rate()
+			goal := ""
+			if r.variant == variantStore && p.StoreGoal > 0 {
+				verdict := "met"
+				if x < p.StoreGoal {
+					verdict = "missed"
+				}
+				goal = fmt.Sprintf("≥ %.2f %s", p.StoreGoal, verdict)
+			}
+			rows = append(rows, fmt.Sprintf("| %s | %s ÷ %s | %.3f | %s | %s |", r.mode, r.variant, p.Name, x, perRoundRatios(r, base), goal))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(out)
+	for _, p := range peers {
+		fmt.Fprintf(out, "%s: %s\n", p.Name, p.About)
+	}
+	fmt.Fprintln(out)
+	fmt.Fprintln(out, "| mode | req/s ratio | over all rounds | per round: median (range) | goal |")
+	fmt.Fprintln(out, "|---|---|---:|---:|---|")
+	for _, row := range rows {
+		fmt.Fprintln(out, row)
 	}
 }

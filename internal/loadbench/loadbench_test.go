@@ -1,4 +1,4 @@
-package main
+package loadbench
 
 import (
 	"bytes"
@@ -6,21 +6,27 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/gorilla/sessions"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+
+	"github.com/mongostore/mongostore"
 )
 
 func TestParseFlags(t *testing.T) {
 	t.Setenv("MONGODB_URI", "mongodb://env/")
-	s, err := parseFlags(nil, io.Discard)
+	s, err := parseFlags(nil, io.Discard, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +37,7 @@ func TestParseFlags(t *testing.T) {
 	}
 
 	s, err = parseFlags([]string{"-uri", "mongodb://h/", "-users", "2", "-rounds", "5", "-round", "100ms",
-		"-modes", " RO ", "-variants", "store,floor,store", "-cpuprofile", "cpu.pprof", "-encrypt"}, io.Discard)
+		"-modes", " RO ", "-variants", "store,floor,store", "-cpuprofile", "cpu.pprof", "-encrypt"}, io.Discard, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +48,7 @@ func TestParseFlags(t *testing.T) {
 	}
 
 	t.Setenv("MONGODB_URI", "")
-	if _, err := parseFlags(nil, io.Discard); !errors.Is(err, errNoServer) {
+	if _, err := parseFlags(nil, io.Discard, nil); !errors.Is(err, errNoServer) {
 		t.Errorf("no URI: %v, want errNoServer", err)
 	}
 	for _, args := range [][]string{
@@ -57,7 +63,7 @@ func TestParseFlags(t *testing.T) {
 		{"-timeout", "10s"}, // the default rounds take 60s
 		{"extra"},
 	} {
-		if _, err := parseFlags(append([]string{"-uri", "mongodb://h/"}, args...), io.Discard); err == nil {
+		if _, err := parseFlags(append([]string{"-uri", "mongodb://h/"}, args...), io.Discard, nil); err == nil {
 			t.Errorf("parseFlags(%q) succeeded, want an error", args)
 		}
 	}
@@ -276,7 +282,7 @@ func TestRun(t *testing.T) {
 	}
 	profile := filepath.Join(t.TempDir(), "cpu.pprof")
 	s, err := parseFlags([]string{"-uri", uri, "-users", "2", "-rounds", "2", "-round", "150ms", "-warmup", "50ms",
-		"-timeout", "2m", "-cpuprofile", profile}, io.Discard)
+		"-timeout", "2m", "-cpuprofile", profile}, io.Discard, []Peer{otherStore()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +294,7 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, mode := range []string{"rw", "ro"} {
-		for _, v := range []string{"floor", "store", "middleware"} {
+		for _, v := range []string{"floor", "store", "middleware", "other"} {
 			row := "| " + mode + " | " + v + " | "
 			i := strings.Index(out.String(), row)
 			if i < 0 {
@@ -301,14 +307,22 @@ func TestRun(t *testing.T) {
 			}
 		}
 	}
+	for _, row := range []string{"| rw | store ÷ other | ", "| ro | middleware ÷ other | "} {
+		if !strings.Contains(out.String(), row) {
+			t.Errorf("no row %q", row)
+		}
+	}
 	if strings.Contains(out.String(), "WARNING") {
 		t.Error("the floor's commands differ from the store's")
+	}
+	if !otherClosed.Load() {
+		t.Error("the peer's store was not closed")
 	}
 	if fi, err := os.Stat(profile); err != nil || fi.Size() == 0 {
 		t.Errorf("CPU profile: %v", err)
 	}
 
-	// The collection is gone.
+	// The collections, the store's and the peer's, are gone.
 	client, err := mongo.Connect(options.Client().ApplyURI(uri))
 	if err != nil {
 		t.Fatal(err)
@@ -322,5 +336,87 @@ func TestRun(t *testing.T) {
 		if strings.HasPrefix(n, s.collPrefix+"loadbench_") {
 			t.Errorf("collection %s left behind", n)
 		}
+	}
+}
+
+// otherClosed says otherStore's close ran.
+var otherClosed atomic.Bool
+
+// otherStore is a peer for the tests: another mongostore store, on a
+// client of its own.
+func otherStore() Peer {
+	return Peer{
+		Name:      "other",
+		About:     "mongostore again, on a client of its own",
+		StoreGoal: 0.5,
+		Open: func(ctx context.Context, cfg PeerConfig) (sessions.Store, func(context.Context) error, error) {
+			client, err := mongo.Connect(options.Client().ApplyURI(cfg.URI))
+			if err != nil {
+				return nil, nil, err
+			}
+			store, err := mongostore.NewStore(ctx, client.Database(cfg.DB).Collection(cfg.Collection), mongostore.Config{Logger: slog.New(slog.DiscardHandler)}, cfg.Keys...)
+			if err != nil {
+				return nil, nil, errors.Join(err, client.Disconnect(ctx))
+			}
+			return store, func(ctx context.Context) error {
+				otherClosed.Store(true)
+				return errors.Join(store.Close(), client.Disconnect(ctx))
+			}, nil
+		},
+	}
+}
+
+func TestParseFlagsPeers(t *testing.T) {
+	s, err := parseFlags([]string{"-uri", "mongodb://h/"}, io.Discard, []Peer{otherStore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(s.variants, []string{"floor", "store", "middleware", "other"}) || len(s.peers) != 1 {
+		t.Errorf("default variants %v, peers %d; want the built-in ones and the peer", s.variants, len(s.peers))
+	}
+	s, err = parseFlags([]string{"-uri", "mongodb://h/", "-variants", "floor,store"}, io.Discard, []Peer{otherStore()})
+	if err != nil || len(s.peers) != 0 {
+		t.Errorf("-variants floor,store: peers %d, %v; want none", len(s.peers), err)
+	}
+	for _, p := range []Peer{{Name: "store", Open: otherStore().Open}, {Name: "x"}, {Open: otherStore().Open}} {
+		if _, err := parseFlags([]string{"-uri", "mongodb://h/"}, io.Discard, []Peer{p}); err == nil {
+			t.Errorf("peer %q accepted", p.Name)
+		}
+	}
+	if err := Run(context.Background(), []string{"-uri", "mongodb://h/", "-users", "0"}, io.Discard, io.Discard); !errors.Is(err, errUsage) {
+		t.Errorf("Run with -users 0 = %v, want errUsage", err)
+	}
+}
+
+func TestWritePeerTable(t *testing.T) {
+	mk := func(mode, variant string, n int, rates ...float64) *result {
+		r := &result{mode: mode, variant: variant, rates: rates}
+		r.lat = make([]time.Duration, n)
+		r.elapsed = 10 * time.Second
+		return r
+	}
+	var out bytes.Buffer
+	writePeerTable(&out, []*result{
+		mk(modeRW, variantFloor, 1000, 100, 100),
+		mk(modeRW, variantStore, 960, 98, 94),
+		mk(modeRW, variantMiddleware, 900, 90, 90),
+		mk(modeRW, "other", 800, 80, 80),
+		mk(modeRO, variantStore, 2000, 200, 200),
+		mk(modeRO, "other", 2000, 200, 200),
+	}, []Peer{{Name: "other", About: "about other", StoreGoal: 1.1}})
+	for _, want := range []string{
+		"other: about other",
+		"| rw | store ÷ other | 1.200 | 1.200 (1.175–1.225) | ≥ 1.10 met |",
+		"| rw | middleware ÷ other | 1.125 | 1.125 (1.125–1.125) |  |",
+		"| ro | store ÷ other | 1.000 | 1.000 (1.000–1.000) | ≥ 1.10 missed |",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks\n%s\nin\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	writePeerTable(&out, nil, []Peer{{Name: "other"}})
+	if out.Len() != 0 {
+		t.Errorf("no results: printed %q", out.String())
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package loadbench
 
 import (
 	"context"
@@ -50,6 +50,15 @@ type bench struct {
 	// clients holds each variant's users: one client, with its own cookie
 	// jar and session, per user.
 	clients map[string][]*http.Client
+	peers   []*openPeer
+}
+
+// openPeer is a peer whose store is open.
+type openPeer struct {
+	Peer
+	store sessions.Store
+	coll  string // its collection, in the same database
+	close func(context.Context) error
 }
 
 // setUp connects, creates the store, records its commands, starts the HTTP
@@ -100,6 +109,17 @@ func setUp(ctx context.Context, s settings, out io.Writer) (*bench, error) {
 	}
 	b.floor = &floor{coll: b.coll, update: update, cookieOpts: *b.store.Options}
 
+	for _, p := range s.peers {
+		op := &openPeer{Peer: p, coll: s.collPrefix + "loadbench_" + p.Name + "_" + hex.EncodeToString(randomBytes(4))}
+		op.store, op.close, err = p.Open(ctx, PeerConfig{URI: s.uri, DB: s.db, Collection: op.coll, Keys: keys, MaxAge: b.store.Options.MaxAge, Out: out})
+		b.peers = append(b.peers, op) // close drops its collection, even now
+		if err != nil {
+			op.close = nil // Open released what it had
+			return b, fmt.Errorf("open peer %s: %w", p.Name, err)
+		}
+		fmt.Fprintf(out, "peer %s: %s; collection %s.%s\n", p.Name, p.About, s.db, op.coll)
+	}
+
 	if err := b.serve(ctx); err != nil {
 		return b, err
 	}
@@ -126,10 +146,13 @@ func setUp(ctx context.Context, s settings, out io.Writer) (*bench, error) {
 		}
 	}
 
-	// The users' sessions: through the store (Get, values, Save) and the
-	// middleware (a new session, values, saved on the way out), over
-	// HTTP, as a login would.
-	for _, v := range []string{variantStore, variantMiddleware} {
+	// The users' sessions: through the store (Get, values, Save), the
+	// middleware (a new session, values, saved on the way out) and each
+	// peer (Get, values, Save), over HTTP, as a login would.
+	for _, v := range b.s.variants {
+		if v == variantFloor {
+			continue
+		}
 		for i, c := range b.clients[v] {
 			if err := b.login(ctx, c, v, i); err != nil {
 				return b, err
@@ -162,19 +185,27 @@ func (b *bench) serve(ctx context.Context) error {
 	return nil
 }
 
-// routes are the handlers: /login/{store,middleware}?u=N create user N's
-// session; /{rw,ro}/{floor,store,middleware} are the measured variants.
+// routes are the handlers: /login/{store,middleware,PEER}?u=N create user
+// N's session; /{rw,ro}/{floor,store,middleware,PEER} are the measured
+// variants. The store and the peers have the same handlers (getSave).
 func (b *bench) routes() http.Handler {
 	mux := http.NewServeMux()
 	mw := b.store.Middleware(cookieName, mongostore.MiddlewareOptions{})
-	mux.HandleFunc("GET /login/store", b.loginStore)
 	mux.Handle("GET /login/middleware", mw(http.HandlerFunc(loginMiddleware)))
 	mux.HandleFunc("GET /rw/floor", b.floor.readWrite)
 	mux.HandleFunc("GET /ro/floor", b.floor.read)
-	mux.HandleFunc("GET /rw/store", b.storeReadWrite)
-	mux.HandleFunc("GET /ro/store", b.storeRead)
 	mux.Handle("GET /rw/middleware", mw(http.HandlerFunc(middlewareReadWrite)))
 	mux.Handle("GET /ro/middleware", mw(http.HandlerFunc(middlewareRead)))
+	stores := map[string]sessions.Store{variantStore: b.store}
+	for _, p := range b.peers {
+		stores[p.Name] = p.store
+	}
+	for name, store := range stores {
+		g := getSave{store}
+		mux.HandleFunc("GET /login/"+name, g.login)
+		mux.HandleFunc("GET /rw/"+name, g.readWrite)
+		mux.HandleFunc("GET /ro/"+name, g.read)
+	}
 	return mux
 }
 
@@ -198,14 +229,18 @@ func userIndex(r *http.Request) (int, bool) {
 	return i, err == nil && i >= 0
 }
 
-// loginStore creates a session with Get and Save.
-func (b *bench) loginStore(w http.ResponseWriter, r *http.Request) {
+// getSave are the handlers of a variant that uses a store's Get and
+// session.Save: the store's, and the peers'.
+type getSave struct{ store sessions.Store }
+
+// login creates a session with Get and Save.
+func (g getSave) login(w http.ResponseWriter, r *http.Request) {
 	i, ok := userIndex(r)
 	if !ok {
 		http.Error(w, "no user", http.StatusBadRequest)
 		return
 	}
-	session, err := b.store.Get(r, cookieName)
+	session, err := g.store.Get(r, cookieName)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -262,8 +297,9 @@ func increment(session *sessions.Session) {
 	session.Values["counter"] = int(n + 1)
 }
 
-func (b *bench) storeRead(w http.ResponseWriter, r *http.Request) {
-	session, err := b.store.Get(r, cookieName)
+// read loads the session (Get).
+func (g getSave) read(w http.ResponseWriter, r *http.Request) {
+	session, err := g.store.Get(r, cookieName)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -273,8 +309,9 @@ func (b *bench) storeRead(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (b *bench) storeReadWrite(w http.ResponseWriter, r *http.Request) {
-	session, err := b.store.Get(r, cookieName)
+// readWrite loads the session (Get), changes it and saves it.
+func (g getSave) readWrite(w http.ResponseWriter, r *http.Request) {
+	session, err := g.store.Get(r, cookieName)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -471,10 +508,28 @@ func (b *bench) close(ctx context.Context) error {
 	if b.store != nil {
 		_ = b.store.Close()
 	}
-	if b.coll != nil {
+	for _, p := range b.peers {
+		if p.close != nil {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if err := p.close(cctx); err != nil {
+				errs = append(errs, fmt.Errorf("close peer %s: %w", p.Name, err))
+			}
+			cancel()
+		}
+	}
+	colls := []*mongo.Collection{b.coll}
+	for _, p := range b.peers {
+		if b.coll != nil {
+			colls = append(colls, b.coll.Database().Collection(p.coll))
+		}
+	}
+	for _, c := range colls {
+		if c == nil {
+			continue
+		}
 		dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		if err := b.coll.Drop(dctx); err != nil {
-			errs = append(errs, fmt.Errorf("drop %s: %w", b.coll.Name(), err))
+		if err := c.Drop(dctx); err != nil {
+			errs = append(errs, fmt.Errorf("drop %s: %w", c.Name(), err))
 		}
 		cancel()
 	}
