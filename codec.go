@@ -25,7 +25,9 @@ type Codec interface {
 
 // GobCodec encodes values with encoding/gob, as gorilla's stores do: every
 // type gob supports round-trips, and custom types must be registered with
-// gob.Register. It is the default codec.
+// gob.Register. It was the default codec before format version 3 (see
+// CompactCodec, the default now), and the store still reads documents of
+// older versions with it when Config.Codec is left to its default.
 type GobCodec struct{}
 
 // Encode implements Codec.
