@@ -51,7 +51,8 @@ type Process struct {
 	// URI is the server's MongoDB connection string.
 	URI   string
 	stdin io.Closer
-	done  chan error
+	done  chan struct{} // closed once the process has exited
+	err   error         // how it exited, set before done is closed
 	kill  func() error
 }
 
@@ -73,7 +74,7 @@ func Start(bin, dataDir string) (*Process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("testserver: start %s: %w", bin, err)
 	}
-	p := &Process{stdin: stdin, done: make(chan error, 1), kill: cmd.Process.Kill}
+	p := &Process{stdin: stdin, done: make(chan struct{}), kill: cmd.Process.Kill}
 	lines := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -81,13 +82,14 @@ func Start(bin, dataDir string) (*Process, error) {
 			lines <- sc.Text()
 		}
 		_, _ = io.Copy(io.Discard, stdout)
-		p.done <- cmd.Wait()
+		p.err = cmd.Wait()
+		close(p.done)
 	}()
 	select {
 	case p.URI = <-lines:
 		return p, nil
-	case err := <-p.done:
-		return nil, fmt.Errorf("testserver: the embedded server exited before it printed its URI: %v", err)
+	case <-p.done:
+		return nil, fmt.Errorf("testserver: the embedded server exited before it printed its URI: %v", p.err)
 	case <-time.After(time.Minute):
 		_ = cmd.Process.Kill()
 		<-p.done
@@ -95,13 +97,21 @@ func Start(bin, dataDir string) (*Process, error) {
 	}
 }
 
+// Kill kills the server at once (SIGKILL), as a crash would, and waits
+// for the process to exit. Its files stay, for a new Start on the same
+// directory.
+func (p *Process) Kill() {
+	_ = p.kill()
+	<-p.done
+}
+
 // Stop stops the server (it stops when its standard input closes) and
 // waits for it, killing it if it has not stopped within 30 seconds.
 func (p *Process) Stop() error {
 	p.stdin.Close()
 	select {
-	case err := <-p.done:
-		return err
+	case <-p.done:
+		return p.err
 	case <-time.After(30 * time.Second):
 		_ = p.kill()
 		<-p.done
