@@ -79,33 +79,14 @@ type faultRig struct {
 	violations []string
 }
 
-// proxiedURI returns uri with its host replaced by addr, connecting
-// directly (no replica set discovery, which would bypass the proxy).
-func proxiedURI(t *testing.T, uri, addr string) string {
-	t.Helper()
-	u, err := url.Parse(uri)
-	if err != nil {
-		t.Fatalf("parse MONGODB_URI: %v", err)
-	}
-	u.Host = addr
-	q := u.Query()
-	q.Del("replicaSet")
-	q.Set("directConnection", "true")
-	u.RawQuery = q.Encode()
-	if u.Path == "" {
-		u.Path = "/"
-	}
-	return u.String()
-}
-
-// uriHost returns the host:port of a mongodb:// connection string.
+// uriHost returns the host:port of the server at uri.
 func uriHost(t *testing.T, uri string) string {
 	t.Helper()
-	u, err := url.Parse(uri)
-	if err != nil || u.Host == "" || strings.Contains(u.Host, ",") {
-		t.Fatalf("MONGODB_URI %q: want mongodb://host:port/ with one host for the fault proxy", uri)
+	host, err := faultproxy.Host(uri)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return u.Host
+	return host
 }
 
 // newFaultRig starts a rig on the server at uri. cfg's Timeout defaults to
@@ -119,7 +100,11 @@ func newFaultRig(t *testing.T, uri string, cfg Config) *faultRig {
 	rig := &faultRig{t: t, proxy: proxy, errorKinds: make(map[string]int)}
 	// The client's defaults, as an application that followed no advice
 	// would have them: the store's Timeout alone bounds each request.
-	rig.client, err = mongo.Connect(options.Client().ApplyURI(proxiedURI(t, uri, proxy.Addr())))
+	proxied, err := proxy.MongoURI(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rig.client, err = mongo.Connect(options.Client().ApplyURI(proxied))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"html/template"
 	"log/slog"
-	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -254,19 +253,21 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	}
 
 	sess := mongostore.Session(r, a.sessionName)
-	before := maps.Clone(sess.Values)
-	clear(sess.Values) // a login starts afresh: nothing of an earlier user survives
-	sess.Values[userKey] = name
-	sess.AddFlash("Welcome, " + name + "! You are logged in.")
-	// A new session ID at login defeats session fixation.
-	if err := a.store.RegenerateID(r, w, sess); err != nil {
-		// The login failed: keep the anonymous values. (The store never
-		// writes to the old session ID after a failed RegenerateID.)
-		sess.Values = before
-		a.logger.Error("login: new session ID", "error", err.Error())
+	// A login starts afresh: nothing of the anonymous session or of an
+	// earlier user survives, and the session gets a new ID, which defeats
+	// session fixation. Unlike RegenerateID, Restart does not fail when a
+	// logout in another tab ended the old session meanwhile: the login
+	// still gets its fresh session.
+	if err := a.store.Restart(r, sess); err != nil {
+		// Nothing is written under the old ID after a failed Restart.
+		a.logger.Error("login: end the anonymous session", "error", err.Error())
 		a.render(w, http.StatusServiceUnavailable, "login", loginPage{Username: name, Error: "Sorry, we could not log you in. Please try again."})
 		return
 	}
+	sess.Values[userKey] = name
+	sess.AddFlash("Welcome, " + name + "! You are logged in.")
+	// The middleware stores the session, under a fresh ID, and sets its
+	// cookie before the redirect goes out.
 	a.logger.Info("login", "user", name)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

@@ -123,6 +123,31 @@ func TestLoginChangesSessionID(t *testing.T) {
 	wantStatus(t, "GET / with the new cookie", b.get("/"), http.StatusOK, "")
 }
 
+func TestLoginRacingLogout(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, nil)
+	in := newBrowser(t, app.url)
+	in.login("demo", "demo")
+	for i := range 20 {
+		// Two tabs with the same session: one logs out while the other
+		// logs in again.
+		out := newBrowser(t, app.url)
+		out.setCookie(sessionName, in.cookie(sessionName))
+		var wg sync.WaitGroup
+		var login, logout response
+		wg.Go(func() { logout = out.post("/logout", nil) })
+		wg.Go(func() { login = in.post("/login", url.Values{"username": {"demo"}, "password": {"demo"}}) })
+		wg.Wait()
+		wantStatus(t, fmt.Sprintf("round %d: POST /login racing a logout", i), login, http.StatusSeeOther, "/")
+		wantStatus(t, fmt.Sprintf("round %d: POST /logout racing a login", i), logout, http.StatusSeeOther, "/login")
+		r := in.get("/")
+		wantStatus(t, fmt.Sprintf("round %d: GET / after the login", i), r, http.StatusOK, "")
+		if user := pageText(t, r.body, "strong", "current-user"); user != "demo" {
+			t.Fatalf("round %d: logged in as %q", i, user)
+		}
+	}
+}
+
 func TestWrongPassword(t *testing.T) {
 	t.Parallel()
 	app := startApp(t, nil)
@@ -478,7 +503,7 @@ func TestDatabaseRoundTrips(t *testing.T) {
 		{"GET / (read-only, again)", func() response { return b.get("/") }, 200, map[string]int{"find": 1}},
 		{"POST /login (already logged in)", func() response {
 			return b.post("/login", url.Values{"username": {"demo"}, "password": {"demo"}})
-		}, 303, map[string]int{"find": 1, "insert": 1, "findAndModify": 1}},
+		}, 303, map[string]int{"find": 1, "delete": 1, "insert": 1}},
 		{"GET /login (logged in: redirect)", func() response { return b.get("/login") }, 303, map[string]int{"find": 1}},
 		{"POST /logout", func() response { return b.post("/logout", nil) }, 303, map[string]int{"find": 1, "delete": 1}},
 		{"GET /login (after logout)", func() response { return b.get("/login") }, 200, map[string]int{}},

@@ -8,7 +8,10 @@
 package faultproxy
 
 import (
+	"fmt"
 	"net"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 )
@@ -62,6 +65,35 @@ func New(upstream string) (*Proxy, error) {
 
 // Addr returns the proxy's address, host:port.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// Host returns the host:port of a mongodb:// connection string with one
+// host, for New or SetUpstream.
+func Host(mongoURI string) (string, error) {
+	u, err := url.Parse(mongoURI)
+	if err != nil || u.Scheme != "mongodb" || u.Host == "" || strings.Contains(u.Host, ",") {
+		return "", fmt.Errorf("faultproxy: %q is not a mongodb://host:port/ connection string with one host", mongoURI)
+	}
+	return u.Host, nil
+}
+
+// MongoURI returns mongoURI with its host replaced by the proxy's address,
+// connecting directly: replica set discovery would find the members'
+// own addresses and go around the proxy.
+func (p *Proxy) MongoURI(mongoURI string) (string, error) {
+	if _, err := Host(mongoURI); err != nil {
+		return "", err
+	}
+	u, _ := url.Parse(mongoURI)
+	u.Host = p.Addr()
+	q := u.Query()
+	q.Del("replicaSet")
+	q.Set("directConnection", "true")
+	u.RawQuery = q.Encode()
+	if u.Path == "" {
+		u.Path = "/"
+	}
+	return u.String(), nil
+}
 
 // SetUpstream makes new connections go to upstream (host:port), for
 // example after the server restarted on another port. Existing connections

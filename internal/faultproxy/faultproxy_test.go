@@ -181,3 +181,23 @@ func TestCloseWithHeldConnections(t *testing.T) {
 		t.Fatal("the proxy still accepts connections after Close")
 	}
 }
+
+func TestMongoURI(t *testing.T) {
+	p := newProxy(t, "127.0.0.1:1")
+	for _, tc := range []struct{ in, want string }{
+		{"mongodb://127.0.0.1:27017", "mongodb://" + p.Addr() + "/?directConnection=true"},
+		{"mongodb://u:pw@db.example:27017/app?replicaSet=rs0&w=majority", "mongodb://u:pw@" + p.Addr() + "/app?directConnection=true&w=majority"},
+	} {
+		if got, err := p.MongoURI(tc.in); err != nil || got != tc.want {
+			t.Errorf("MongoURI(%q) = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"mongodb://a:1,b:2/", "mongodb+srv://cluster.example/", "::"} {
+		if _, err := p.MongoURI(bad); err == nil {
+			t.Errorf("MongoURI(%q) gave no error", bad)
+		}
+	}
+	if h, err := Host("mongodb://127.0.0.1:27499/"); err != nil || h != "127.0.0.1:27499" {
+		t.Errorf("Host = %q, %v", h, err)
+	}
+}
