@@ -142,6 +142,13 @@ func updateDocument(f sealedFields, mac []byte) bson.D {
 // idFilter matches the document docID.
 func idFilter(docID string) bson.D { return bson.D{{Key: fieldID, Value: docID}} }
 
+// liveFilter matches the document docID if it has not expired at now.
+// Only a save to a session about to expire uses it: on FerretDB v1, any
+// shape but exactly {_id} scans the collection.
+func liveFilter(docID string, now time.Time) bson.D {
+	return bson.D{{Key: fieldID, Value: docID}, {Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bsonDate(now)}}}}
+}
+
 // expiredFilter matches the documents that have expired at now.
 func expiredFilter(now time.Time) bson.D {
 	return bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bsonDate(now)}}}}
@@ -201,9 +208,14 @@ func (c collection) insert(ctx context.Context, doc bson.D) error {
 
 // update applies change to the document docID, never inserting it, and
 // returns the document as it was before (whole: FerretDB v1 refuses a
-// projection in findAndModify), or nil if there was none.
-func (c collection) update(ctx context.Context, docID string, change bson.D) (bson.Raw, error) {
-	return oneOrNone("save session")(c.c.FindOneAndUpdate(ctx, idFilter(docID), change,
+// projection in findAndModify), or nil if there was none. With a non-zero
+// liveAt, only a document still live at liveAt is changed (liveFilter).
+func (c collection) update(ctx context.Context, docID string, change bson.D, liveAt time.Time) (bson.Raw, error) {
+	filter := idFilter(docID)
+	if !liveAt.IsZero() {
+		filter = liveFilter(docID, liveAt)
+	}
+	return oneOrNone("save session")(c.c.FindOneAndUpdate(ctx, filter, change,
 		options.FindOneAndUpdate().SetReturnDocument(options.Before)).Raw())
 }
 

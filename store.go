@@ -286,7 +286,7 @@ func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessio
 		f := sealedFields{docID: st.docID, createdAt: st.createdAt, updatedAt: now, expiresAt: expiresAt,
 			data: s.sealer.wrap(st.docID, data)}
 		mac := s.sealer.seal(&f)
-		if err := s.update(ctx, st.docID, updateDocument(f, mac), s.cfg.Now()); err != nil {
+		if err := s.update(ctx, st.docID, updateDocument(f, mac), s.cfg.Now(), st.expiresAt); err != nil {
 			return err
 		}
 		if st.cookie == "" {
@@ -304,13 +304,26 @@ func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessio
 
 // update applies change to the document docID if it exists and has not
 // expired at now, in one command that never inserts: a deleted session
-// stays deleted. The command returns the document as it was before the
-// change; if that shows the document had already expired, the change
-// reached an ended session, which is then deleted, as the TTL monitor or
-// the GC would have, and ErrSessionGone is returned. An expired session is
-// thus never extended or revived.
-func (s *Store) update(ctx context.Context, docID string, change bson.D, now time.Time) error {
-	before, err := s.coll.update(ctx, docID, change)
+// stays deleted. seenExpiry is the document's expiry as this process last
+// saw it.
+//
+// Far from that expiry, the command filters on exactly {_id} (the shape
+// every server answers from its index) and returns the document as it was
+// before the change; if that shows the document had already expired (its
+// expiry was shortened meanwhile, or clocks disagree), the change reached
+// an ended session, which is then deleted, as the TTL monitor or the GC
+// would have, and ErrSessionGone is returned. A session that may expire
+// before the command reaches the server (seenExpiry within Config.Timeout
+// of now: a request that outlived its session) is changed only if the
+// server still finds it live, {_id, expiresAt: {$gt: now}}, so an expired
+// session is never extended, not even for an instant. (That shape costs a
+// scan on FerretDB v1, for these rare saves only.)
+func (s *Store) update(ctx context.Context, docID string, change bson.D, now, seenExpiry time.Time) error {
+	var liveAt time.Time
+	if !seenExpiry.After(now.Add(s.cfg.Timeout)) {
+		liveAt = now
+	}
+	before, err := s.coll.update(ctx, docID, change, liveAt)
 	switch {
 	case err != nil:
 		return err

@@ -402,6 +402,62 @@ func TestRestart(t *testing.T) {
 	})
 }
 
+func TestSaveNearExpiryIsGuarded(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		advance time.Duration // from the load to the save; the session lives 60s
+		guarded bool          // the save filters on {_id, expiresAt: {$gt: now}}
+		saved   bool
+	}{
+		{"far from expiry", 30 * time.Second, false, true},
+		{"within Timeout of expiry", 58 * time.Second, true, true},
+		{"expired while the request ran", 61 * time.Second, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, Timeout: 5 * time.Second})
+			f.store.MaxAge(60)
+			b, id := saveNew(t, f, map[any]any{"k": "v"})
+			docID := f.store.hasher.docID(id)
+			expiryOf := func() (time.Time, bool) {
+				raw, err := f.coll.FindOne(context.Background(), bson.D{{Key: fieldID, Value: docID}}).Raw()
+				if err != nil {
+					return time.Time{}, false
+				}
+				return raw.Lookup(fieldExpiresAt).Time(), true
+			}
+			loaded, _ := expiryOf()
+			f.cmds.reset()
+			b.do(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := f.store.Get(r, testSessionName)
+				clock.Advance(tc.advance)
+				s.Values["k"] = "w"
+				err := s.Save(r, w)
+				if tc.saved && err != nil || !tc.saved && !errors.Is(err, ErrSessionGone) {
+					t.Fatalf("Save = %v, want saved %v (else ErrSessionGone)", err, tc.saved)
+				}
+			})
+			filters := commandFilters(t, f.cmds)["findAndModify"]
+			if len(filters) != 1 {
+				t.Fatalf("%d findAndModify commands, want 1", len(filters))
+			}
+			if guarded := !isIDOnly(filters[0]); guarded != tc.guarded {
+				t.Fatalf("save filter %s: guarded %v, want %v", filters[0], guarded, tc.guarded)
+			}
+			after, found := expiryOf()
+			switch {
+			case tc.saved && (!found || !after.After(loaded)):
+				t.Fatalf("the save did not slide the expiry: %v -> %v", loaded, after)
+			case !tc.saved && found && after.After(loaded):
+				t.Fatalf("an expired session was extended: %v -> %v", loaded, after)
+			}
+			if s, _ := load(t, f, b); s.IsNew == tc.saved {
+				t.Fatalf("after the save, the session loads: %v; want %v", !s.IsNew, tc.saved)
+			}
+		})
+	}
+}
+
 func TestSaveRefusesBadValues(t *testing.T) {
 	f := newFixture(t, Config{MaxSize: 1024})
 	for _, tt := range []struct {
