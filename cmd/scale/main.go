@@ -72,6 +72,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mongostore/mongostore/internal/serverinfo"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -215,7 +216,7 @@ func run(ctx context.Context, s settings, out io.Writer) error {
 		defer dcancel()
 		_ = client.Disconnect(dctx)
 	}()
-	server, err := describeServer(ctx, client)
+	server, err := serverinfo.Describe(ctx, client)
 	if err != nil {
 		return err
 	}
@@ -230,7 +231,7 @@ func run(ctx context.Context, s settings, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "\n== N=%d\n", n)
 		res := runSize(ctx, client.Database(s.db), s, n, out)
-		res.server = server.short()
+		res.server = server.Short()
 		fmt.Fprintln(out, res.line())
 		results = append(results, res)
 		switch {

@@ -194,7 +194,7 @@ func (b *bench) describe() string {
 		cookies = "signed and encrypted"
 	}
 	return fmt.Sprintf("server %s; %d users per variant; %d rounds of %v per variant and mode; cookies %s",
-		b.server.short(), b.s.users, b.s.rounds, b.s.round, cookies)
+		b.server.Short(), b.s.users, b.s.rounds, b.s.round, cookies)
 }
 
 // median returns the median of sorted values.

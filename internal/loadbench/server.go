@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gorilla/sessions"
+	"github.com/mongostore/mongostore/internal/serverinfo"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -37,7 +38,7 @@ var okBody = []byte("ok\n")
 // server and its users.
 type bench struct {
 	s       settings
-	server  serverInfo
+	server  serverinfo.Info
 	client  *mongo.Client
 	coll    *mongo.Collection
 	store   *mongostore.Store
@@ -70,7 +71,7 @@ func setUp(ctx context.Context, s settings, out io.Writer) (*bench, error) {
 	if b.client, err = mongo.Connect(options.Client().ApplyURI(s.uri)); err != nil {
 		return b, fmt.Errorf("connect: %w", err)
 	}
-	if b.server, err = describeServer(ctx, b.client); err != nil {
+	if b.server, err = serverinfo.Describe(ctx, b.client); err != nil {
 		return b, err
 	}
 	fmt.Fprintf(out, "server: %s\n", b.server)
