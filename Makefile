@@ -59,7 +59,7 @@ run:
 SCALE_FLAGS ?=
 .PHONY: scale
 scale:
-	GO=$(GO) bash scripts/with-embeddb.sh $(GO) run ./cmd/scale $(SCALE_FLAGS)
+	$(GO) run ./cmd/scale $(SCALE_FLAGS)
 
 # HTTP load benchmark (cmd/loadbench): requests through the store and its
 # middleware against the bare driver sending the same commands, and against

@@ -34,10 +34,11 @@
 //	MONGODB_URI=mongodb://127.0.0.1:27017/ go run ./cmd/scale [flags]
 //	make scale SCALE_FLAGS='-n 10000,100000,1000000'
 //
-// make scale starts the embedded FerretDB server (embeddb) when MONGODB_URI
-// is empty. The flags:
+// With no URI, it starts the embedded FerretDB server (embeddb, through
+// internal/testserver) with its data in a temporary directory, and stops it
+// at the end. The flags:
 //
-//	-uri            MongoDB URI (default $MONGODB_URI)
+//	-uri            MongoDB URI (default $MONGODB_URI; empty: an embedded server)
 //	-n              collection sizes, comma-separated; k and m suffixes allowed (default 10000,100000)
 //	-expiry         auto, gc or ttl (default auto: TTL where the server supports it)
 //	-sessions       real sessions created through the store (default 1000)
@@ -73,6 +74,7 @@ import (
 	"time"
 
 	"github.com/mongostore/mongostore/internal/serverinfo"
+	"github.com/mongostore/mongostore/internal/testserver"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -119,7 +121,7 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 	fs.SetOutput(stderr)
 	var s settings
 	var sizes, expiry string
-	fs.StringVar(&s.uri, "uri", os.Getenv("MONGODB_URI"), "MongoDB URI (default $MONGODB_URI)")
+	fs.StringVar(&s.uri, "uri", os.Getenv("MONGODB_URI"), "MongoDB URI (default $MONGODB_URI; empty: an embedded server)")
 	fs.StringVar(&sizes, "n", "10000,100000", "collection sizes, comma-separated (k and m suffixes allowed)")
 	fs.StringVar(&expiry, "expiry", "auto", "expiry mode: auto, gc or ttl")
 	fs.IntVar(&s.sessions, "sessions", 1000, "real sessions created through the store")
@@ -145,8 +147,6 @@ func parseFlags(args []string, stderr io.Writer) (settings, error) {
 		return s, err
 	}
 	switch {
-	case s.uri == "":
-		return s, errors.New("no server: set MONGODB_URI or -uri (make scale starts an embedded one)")
 	case s.sessions < 1:
 		return s, errors.New("-sessions must be at least 1")
 	case s.loads < 1:
@@ -202,11 +202,24 @@ func parseExpiry(name string) (mongostore.ExpiryMode, error) {
 
 // run benchmarks every size in turn and prints the results to out. It
 // returns an error if a size failed or lost sessions.
-func run(ctx context.Context, s settings, out io.Writer) error {
+func run(ctx context.Context, s settings, out io.Writer) (err error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, s.timeout, fmt.Errorf("time budget (-timeout %v) spent", s.timeout))
 	defer cancel()
 	registerGob()
 
+	if s.uri == "" {
+		fmt.Fprintln(out, "no MONGODB_URI: starting the embedded FerretDB server (the first build takes minutes)")
+		uri, stop, serr := testserver.Run()
+		if serr != nil {
+			return fmt.Errorf("embedded server: %w", serr)
+		}
+		defer func() {
+			if serr := stop(); serr != nil && err == nil {
+				err = fmt.Errorf("stop the embedded server: %w", serr)
+			}
+		}()
+		s.uri = uri
+	}
 	client, err := mongo.Connect(options.Client().ApplyURI(s.uri))
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)

@@ -41,7 +41,6 @@ func TestParseFlags(t *testing.T) {
 		t.Errorf("parseFlags gave %+v", s)
 	}
 	for _, args := range [][]string{
-		{"-uri", ""},
 		{"-uri", "mongodb://h/", "-expiry", "never"},
 		{"-uri", "mongodb://h/", "-workers", "0"},
 		{"-uri", "mongodb://h/", "extra"},
@@ -72,12 +71,9 @@ func TestPercentile(t *testing.T) {
 }
 
 // TestSmall runs the whole benchmark at a small size against the server in
-// MONGODB_URI, if any.
+// MONGODB_URI or, when it is empty, an embedded server that run starts.
 func TestSmall(t *testing.T) {
 	uri := os.Getenv("MONGODB_URI")
-	if uri == "" || testing.Short() {
-		t.Skip("needs MONGODB_URI (and not -short)")
-	}
 	s, err := parseFlags([]string{"-uri", uri, "-n", "2000", "-sessions", "50", "-loads", "100",
 		"-workers", "2", "-rounds", "2", "-phase-timeout", "30s", "-timeout", "3m"}, io.Discard)
 	if err != nil {
