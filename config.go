@@ -91,8 +91,8 @@ type Config struct {
 	// afterSweep, when set (by tests), runs after each GC sweep.
 	afterSweep func()
 
-	// Now returns the current time. The store computes expiresAt and filters
-	// reads with it, so application servers' clocks should be in sync with
+	// Now returns the current time. The store computes expiresAt and checks
+	// what it reads with it, so application servers' clocks should be in sync with
 	// each other and with the database server. Default time.Now; tests may
 	// set a fake clock.
 	Now func() time.Time

@@ -18,7 +18,7 @@ import (
 
 // ExpiryMode says how expired session documents are removed from the
 // collection. Whatever the mode, the store never loads an expired session:
-// every read filters on expiresAt.
+// it checks expiresAt on every document it reads.
 type ExpiryMode int
 
 const (
