@@ -25,7 +25,15 @@ const (
 	fieldCreatedAt = "createdAt" // when the session was first saved
 	fieldUpdatedAt = "updatedAt" // when it was last saved
 	fieldExpiresAt = "expiresAt" // when it expires: idle and absolute timeouts applied
+	// Present only on sessions tied to an owner (SetOwner): copies, for the
+	// owner index, of the values under OwnerKey and DeviceKey, which the
+	// MAC covers inside data. The store trusts them only once data agrees.
+	fieldOwner  = "owner"
+	fieldDevice = "device"
 )
+
+// ownerIndexName is the name of the sparse index {owner: 1}.
+const ownerIndexName = fieldOwner + "_1"
 
 // documentVersion is the format version of the documents the store writes:
 //
@@ -113,10 +121,29 @@ func bsonDate(t time.Time) bson.DateTime { return bson.NewDateTimeFromTime(t) }
 
 func binData(b []byte) bson.Binary { return bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: b} }
 
+// ownership is the owner and device label of a session (SetOwner), as the
+// owner index sees them; the zero value is a session without an owner.
+type ownership struct {
+	owner, device string
+}
+
+// fields returns the owner fields of a document: none without an owner,
+// which then costs nothing in the document or the sparse index.
+func (o ownership) fields() bson.D {
+	if o.owner == "" {
+		return nil
+	}
+	d := bson.D{{Key: fieldOwner, Value: o.owner}}
+	if o.device != "" {
+		d = append(d, bson.E{Key: fieldDevice, Value: o.device})
+	}
+	return d
+}
+
 // newDocument builds the document inserted for a new session, sealed with
-// mac.
-func newDocument(f sealedFields, mac []byte) bson.D {
-	return bson.D{
+// mac, tied to o's owner if any.
+func newDocument(f sealedFields, mac []byte, o ownership) bson.D {
+	return append(bson.D{
 		{Key: fieldID, Value: f.docID},
 		{Key: fieldVersion, Value: int32(f.version)},
 		{Key: fieldData, Value: binData(f.data)},
@@ -124,19 +151,34 @@ func newDocument(f sealedFields, mac []byte) bson.D {
 		{Key: fieldCreatedAt, Value: bsonDate(f.createdAt)},
 		{Key: fieldUpdatedAt, Value: bsonDate(f.updatedAt)},
 		{Key: fieldExpiresAt, Value: bsonDate(f.expiresAt)},
-	}
+	}, o.fields()...)
 }
 
 // updateDocument sets new values and times on an existing session, sealed
-// with mac (which covers its unchanged createdAt too).
-func updateDocument(f sealedFields, mac []byte) bson.D {
-	return bson.D{{Key: "$set", Value: bson.D{
+// with mac (which covers its unchanged createdAt too). o is the session's
+// ownership now, was what the document holds: the owner fields are written
+// when o has an owner, and removed when only was had one, so a session
+// that never had an owner gets the same command as before owners existed.
+func updateDocument(f sealedFields, mac []byte, o, was ownership) bson.D {
+	set := append(bson.D{
 		{Key: fieldVersion, Value: int32(f.version)},
 		{Key: fieldData, Value: binData(f.data)},
 		{Key: fieldMAC, Value: binData(mac)},
 		{Key: fieldUpdatedAt, Value: bsonDate(f.updatedAt)},
 		{Key: fieldExpiresAt, Value: bsonDate(f.expiresAt)},
-	}}}
+	}, o.fields()...)
+	update := bson.D{{Key: "$set", Value: set}}
+	var unset bson.D
+	if was.owner != "" && o.owner == "" {
+		unset = append(unset, bson.E{Key: fieldOwner, Value: ""})
+	}
+	if was.device != "" && (o.owner == "" || o.device == "") {
+		unset = append(unset, bson.E{Key: fieldDevice, Value: ""})
+	}
+	if unset != nil {
+		update = append(update, bson.E{Key: "$unset", Value: unset})
+	}
+	return update
 }
 
 // idFilter matches the document docID.
@@ -147,6 +189,21 @@ func idFilter(docID string) bson.D { return bson.D{{Key: fieldID, Value: docID}}
 // shape but exactly {_id} scans the collection.
 func liveFilter(docID string, now time.Time) bson.D {
 	return bson.D{{Key: fieldID, Value: docID}, {Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bsonDate(now)}}}}
+}
+
+// ownedFilter matches the sessions of owner that are live at now.
+func ownedFilter(owner string, now time.Time) bson.D {
+	return bson.D{{Key: fieldOwner, Value: owner}, {Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bsonDate(now)}}}}
+}
+
+// othersFilter matches the sessions of owner but the document except (all
+// of them if except is "").
+func othersFilter(owner, except string) bson.D {
+	f := bson.D{{Key: fieldOwner, Value: owner}}
+	if except != "" {
+		f = append(f, bson.E{Key: fieldID, Value: bson.D{{Key: "$ne", Value: except}}})
+	}
+	return f
 }
 
 // expiredFilter matches the documents that have expired at now.
@@ -241,6 +298,59 @@ func (c collection) deleteExpired(ctx context.Context, now time.Time) (int64, er
 		return 0, dbError("delete expired sessions", err)
 	}
 	return res.DeletedCount, nil
+}
+
+// maxOwned bounds how many sessions of one owner a listing reads.
+const maxOwned = 1000
+
+// findOwned returns the documents of owner's sessions live at now, at most
+// maxOwned of them, from the owner index.
+func (c collection) findOwned(ctx context.Context, owner string, now time.Time) ([]bson.Raw, error) {
+	cur, err := c.c.Find(ctx, ownedFilter(owner, now), options.Find().SetLimit(maxOwned))
+	if err != nil {
+		return nil, dbError("list sessions", err)
+	}
+	var docs []bson.Raw
+	for cur.Next(ctx) {
+		docs = append(docs, append(bson.Raw(nil), cur.Current...))
+	}
+	if err := errors.Join(cur.Err(), cur.Close(ctx)); err != nil {
+		return nil, dbError("list sessions", err)
+	}
+	return docs, nil
+}
+
+// deleteOwned deletes the document docID if it belongs to owner, and says
+// whether there was one.
+func (c collection) deleteOwned(ctx context.Context, owner, docID string) (bool, error) {
+	res, err := c.c.DeleteOne(ctx, bson.D{{Key: fieldID, Value: docID}, {Key: fieldOwner, Value: owner}})
+	if err != nil {
+		return false, dbError("end session", err)
+	}
+	return res.DeletedCount > 0, nil
+}
+
+// deleteOthers deletes the sessions of owner but the document except (all
+// of them if except is ""), and returns how many it deleted.
+func (c collection) deleteOthers(ctx context.Context, owner, except string) (int64, error) {
+	res, err := c.c.DeleteMany(ctx, othersFilter(owner, except))
+	if err != nil {
+		return 0, dbError("end sessions", err)
+	}
+	return res.DeletedCount, nil
+}
+
+// createOwnerIndex creates the sparse index {owner: 1}: documents without
+// an owner have no entry in it.
+func (c collection) createOwnerIndex(ctx context.Context) error {
+	_, err := c.c.Indexes().CreateOne(ctx, mongo.IndexModel{
+		Keys:    bson.D{{Key: fieldOwner, Value: 1}},
+		Options: options.Index().SetSparse(true).SetName(ownerIndexName),
+	})
+	if err != nil {
+		return dbError("create index on "+fieldOwner, err)
+	}
+	return nil
 }
 
 // deleteMalformed deletes every document matched by malformedFilter, in

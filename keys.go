@@ -126,10 +126,13 @@ type keyPair struct{ hash, block []byte }
 //     "mongostore document MAC v2";
 //   - encryption (version 3): AES-256-GCM, its key HKDF-SHA256 of the block
 //     key, info "mongostore document encryption v3".
+//   - session handles (ListSessions): HMAC-SHA256 of the _id, its key
+//     HKDF-SHA256 of the first hash key, info "mongostore session handle v1".
 const (
 	macKeyLabelV1     = "mongostore v1 document MAC"
 	macKeyInfoV2      = "mongostore document MAC v2"
 	encryptionKeyInfo = "mongostore document encryption v3"
+	handleKeyInfo     = "mongostore session handle v1"
 )
 
 // sealedFields are the fields of a session document that its MAC covers.
@@ -158,12 +161,22 @@ type dataSealer struct {
 	// encrypt says new documents are encrypted: the first key pair has a
 	// block key. Documents encrypted with any pair's block key decrypt.
 	encrypt bool
+	// handleKey, from the first key pair's hash key, makes the handles of
+	// ListSessions (see handle).
+	handleKey []byte
 }
 
 // newDataSealer derives the document keys from the key pairs.
 func newDataSealer(pairs []keyPair) (*dataSealer, error) {
 	d := &dataSealer{encrypt: len(pairs) > 0 && pairs[0].block != nil}
-	for _, p := range pairs {
+	for i, p := range pairs {
+		if i == 0 {
+			key, err := hkdf.Key(sha256.New, p.hash, nil, handleKeyInfo, sha256.Size)
+			if err != nil {
+				return nil, fmt.Errorf("%w: derive the session handle key: %w", ErrInvalidConfig, err)
+			}
+			d.handleKey = key
+		}
 		key, err := hkdf.Key(sha256.New, p.hash, nil, macKeyInfoV2, sha256.Size)
 		if err != nil {
 			return nil, fmt.Errorf("%w: derive the document MAC key: %w", ErrInvalidConfig, err)

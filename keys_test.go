@@ -31,7 +31,9 @@ type oldDocument struct {
 //   - v1-documents.txt: commit 9d7bfcd (format version 1: no "v" field, the
 //     MAC key an HMAC of the hash key over a label, updatedAt not covered);
 //   - v2-documents.txt: commit 200de63 (format version 2: HKDF MAC key,
-//     updatedAt and the version covered, data the codec's bytes).
+//     updatedAt and the version covered, data the codec's bytes);
+//   - v3-documents.txt: commit 34e59f1 (format version 3: data an envelope
+//     around CompactCodec's bytes, the default then; no owner fields).
 func readOldDocuments(t *testing.T, file string) []oldDocument {
 	t.Helper()
 	f, err := os.Open("testdata/" + file)
@@ -76,6 +78,7 @@ func TestOldDocumentsKeepLoading(t *testing.T) {
 	}{
 		{"v1-documents.txt", 1, time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)},
 		{"v2-documents.txt", 2, time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)},
+		{"v3-documents.txt", 3, time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)},
 	} {
 		old := readOldDocuments(t, fixture.file)
 		for i, tt := range []struct {
@@ -428,7 +431,7 @@ func TestEncryptionAtRest(t *testing.T) {
 func resealed(t *testing.T, f *storeFixture, fields sealedFields) {
 	t.Helper()
 	mac := f.store.sealer.seal(&fields)
-	if _, err := f.coll.ReplaceOne(context.Background(), idFilter(fields.docID), newDocument(fields, mac)); err != nil {
+	if _, err := f.coll.ReplaceOne(context.Background(), idFilter(fields.docID), newDocument(fields, mac, ownership{})); err != nil {
 		t.Fatal(err)
 	}
 }

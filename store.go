@@ -89,6 +89,11 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 	if s.expiry, err = s.setupExpiry(setupCtx); err != nil {
 		return nil, err
 	}
+	if s.expiry != ExpiryNone { // which sends no command at all
+		if err := s.ensureOwnerIndex(setupCtx); err != nil {
+			return nil, err
+		}
+	}
 	s.life, s.closeLife = context.WithCancel(context.WithoutCancel(ctx))
 	if s.expiry == ExpiryGC {
 		s.startGC()
@@ -192,6 +197,7 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, id, cookie 
 		expiresAt: doc.expiresAt,
 		encoded:   encoded,
 		options:   *session.Options,
+		owned:     ownershipOf(values),
 		cookie:    cookie,
 	})
 	return nil
@@ -286,7 +292,8 @@ func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessio
 		f := sealedFields{docID: st.docID, createdAt: st.createdAt, updatedAt: now, expiresAt: expiresAt,
 			data: s.sealer.wrap(st.docID, data)}
 		mac := s.sealer.seal(&f)
-		if err := s.update(ctx, st.docID, updateDocument(f, mac), s.cfg.Now(), st.expiresAt); err != nil {
+		owned := ownershipOf(session.Values)
+		if err := s.update(ctx, st.docID, updateDocument(f, mac, owned, st.owned), s.cfg.Now(), st.expiresAt); err != nil {
 			return err
 		}
 		if st.cookie == "" {
@@ -294,7 +301,7 @@ func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessio
 				return err
 			}
 		}
-		st.savedAt, st.expiresAt, st.encoded, st.options = now, expiresAt, data, *session.Options
+		st.savedAt, st.expiresAt, st.encoded, st.options, st.owned = now, expiresAt, data, *session.Options, owned
 		s.states.set(session, st)
 		s.setCookie(w, session, st.cookie, expiresAt, now)
 		return nil
@@ -350,7 +357,8 @@ func (s *Store) insert(ctx context.Context, w http.ResponseWriter, session *sess
 	expiresAt := s.expiresAt(session.Options, now, now)
 	f := sealedFields{docID: docID, createdAt: now, updatedAt: now, expiresAt: expiresAt, data: s.sealer.wrap(docID, data)}
 	mac := s.sealer.seal(&f)
-	if err := s.coll.insert(ctx, newDocument(f, mac)); err != nil {
+	owned := ownershipOf(session.Values)
+	if err := s.coll.insert(ctx, newDocument(f, mac, owned)); err != nil {
 		return err
 	}
 	session.ID = id
@@ -361,6 +369,7 @@ func (s *Store) insert(ctx context.Context, w http.ResponseWriter, session *sess
 		expiresAt: expiresAt,
 		encoded:   data,
 		options:   *session.Options,
+		owned:     owned,
 		cookie:    cookie,
 	})
 	s.setCookie(w, session, cookie, expiresAt, now)

@@ -1,0 +1,336 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gorilla/sessions"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// loginAs saves a new session owned by owner from a new browser and
+// returns the browser and the session's ID.
+func loginAs(t *testing.T, f *storeFixture, owner, device string) (*browser, string) {
+	t.Helper()
+	b := newBrowser()
+	var id string
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		s.Values["user"] = owner
+		SetOwner(s, owner, device)
+		if err := s.Save(r, w); err != nil {
+			t.Fatalf("Save: %v", err)
+		}
+		id = s.ID
+	})
+	return b, id
+}
+
+// listFrom lists owner's sessions from a request of b (whose session is the
+// current one).
+func listFrom(t *testing.T, f *storeFixture, b *browser, owner string) []OwnedSession {
+	t.Helper()
+	var list []OwnedSession
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		var err error
+		if list, err = f.store.ListSessions(r.Context(), owner, s); err != nil {
+			t.Fatalf("ListSessions: %v", err)
+		}
+	})
+	return list
+}
+
+func devices(list []OwnedSession) []string {
+	var out []string
+	for _, s := range list {
+		d := s.Device
+		if s.Current {
+			d += "*"
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+func TestOwnedSessions(t *testing.T) {
+	clock := newFakeClock()
+	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
+	laptop, laptopID := loginAs(t, f, "ada", "Firefox on Linux")
+	clock.Advance(time.Minute)
+	phone, _ := loginAs(t, f, "ada", "Safari on iPhone")
+	clock.Advance(time.Minute)
+	tablet, _ := loginAs(t, f, "ada", "")
+	loginAs(t, f, "bob", "Chrome on Windows")
+	anonymous, _ := saveNew(t, f, map[any]any{"cart": "book"})
+
+	// Listing: one find on the owner's index entries, newest activity first.
+	f.cmds.reset()
+	list := listFrom(t, f, laptop, "ada")
+	if got, want := devices(list), []string{"", "Safari on iPhone", "Firefox on Linux*"}; !slices.Equal(got, want) {
+		t.Fatalf("ada's sessions %q, want %q (newest first, current marked)", got, want)
+	}
+	filters := commandFilters(t, f.cmds)["find"]
+	if len(filters) != 2 || !strings.Contains(filters[1].String(), `"owner": "ada"`) {
+		t.Fatalf("find filters %v, want the request's load and one {owner: ada, …}", filters)
+	}
+	first := list[2]
+	if !first.CreatedAt.Equal(clock.Now().Add(-2*time.Minute).Truncate(time.Millisecond)) || !first.ExpiresAt.After(first.LastActive) {
+		t.Fatalf("laptop session times %+v", first)
+	}
+	for _, s := range list {
+		if strings.Contains(laptopID, s.Handle) || strings.Contains(s.Handle, f.store.hasher.docID(laptopID)) || len(s.Handle) < 20 {
+			t.Fatalf("handle %q reveals or is too short", s.Handle)
+		}
+	}
+	if got := devices(listFrom(t, f, anonymous, "bob")); !slices.Equal(got, []string{"Chrome on Windows"}) {
+		t.Fatalf("bob's sessions %q", got)
+	}
+	if got, err := f.store.ListSessions(context.Background(), "nobody", nil); err != nil || len(got) != 0 {
+		t.Fatalf("ListSessions(nobody) = %v, %v", got, err)
+	}
+
+	// A handle ends its session for its owner only.
+	phoneHandle := list[1].Handle
+	if ended, err := f.store.EndSession(context.Background(), "bob", phoneHandle); err != nil || ended {
+		t.Fatalf("bob ending ada's session: %v, %v; want nothing ended", ended, err)
+	}
+	if ended, err := f.store.EndSession(context.Background(), "ada", "made-up-handle"); err != nil || ended {
+		t.Fatalf("EndSession with a made-up handle: %v, %v", ended, err)
+	}
+	if ended, err := f.store.EndSession(context.Background(), "ada", phoneHandle); err != nil || !ended {
+		t.Fatalf("EndSession: %v, %v", ended, err)
+	}
+	if s, _ := load(t, f, phone); !s.IsNew {
+		t.Fatal("the ended session still loads on its device")
+	}
+
+	// A save already under way on a device cannot bring its session back.
+	r := tablet.request()
+	inFlight, _ := f.store.Get(r, testSessionName)
+	if n, err := f.store.EndOtherSessions(context.Background(), "ada", sessionOf(t, f, laptop)); err != nil || n != 1 {
+		t.Fatalf("EndOtherSessions = %d, %v; want the tablet's", n, err)
+	}
+	inFlight.Values["late"] = true
+	if err := inFlight.Save(r, httptest.NewRecorder()); !errors.Is(err, ErrSessionGone) {
+		t.Fatalf("save on an ended device = %v, want ErrSessionGone", err)
+	}
+	if got := devices(listFrom(t, f, laptop, "ada")); !slices.Equal(got, []string{"Firefox on Linux*"}) {
+		t.Fatalf("after ending the others: %q", got)
+	}
+
+	// The owner follows the session to its new ID.
+	laptop.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		if err := f.store.RegenerateID(r, w, s); err != nil {
+			t.Fatal(err)
+		}
+	})
+	after := listFrom(t, f, laptop, "ada")
+	if got := devices(after); !slices.Equal(got, []string{"Firefox on Linux*"}) || after[0].Handle == first.Handle {
+		t.Fatalf("after RegenerateID: %q (same handle: %v)", got, after[0].Handle == first.Handle)
+	}
+
+	// Expired sessions are never listed, even before anything deletes them.
+	f.store.MaxAge(60)
+	short, _ := loginAs(t, f, "ada", "short-lived")
+	clock.Advance(61 * time.Second)
+	if got := devices(listFrom(t, f, short, "ada")); slices.Contains(got, "short-lived") {
+		t.Fatalf("an expired session is listed: %q", got)
+	}
+
+	// All of them, the caller's included.
+	if n, err := f.store.EndAllSessions(context.Background(), "ada"); err != nil || n != 2 {
+		t.Fatalf("EndAllSessions = %d, %v; want 2 (the laptop's and the expired one)", n, err)
+	}
+	if s, _ := load(t, f, laptop); !s.IsNew {
+		t.Fatal("EndAllSessions left the caller's session")
+	}
+	if s, _ := load(t, f, anonymous); s.IsNew {
+		t.Fatal("a session without an owner was ended")
+	}
+}
+
+// sessionOf loads b's session, as a request would.
+func sessionOf(t *testing.T, f *storeFixture, b *browser) *sessions.Session {
+	t.Helper()
+	s, err := f.store.Get(b.request(), testSessionName)
+	if err != nil || s.IsNew {
+		t.Fatalf("load: %v (new %v)", err, s.IsNew)
+	}
+	return s
+}
+
+func TestOwnerFieldsFollowTheValues(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	stored := func(id string) bson.Raw {
+		t.Helper()
+		raw, err := f.coll.FindOne(context.Background(), bson.D{{Key: fieldID, Value: f.store.hasher.docID(id)}}).Raw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	// A session without an owner has no owner fields, and its saves send
+	// what they sent before owners existed.
+	b, id := saveNew(t, f, map[any]any{"k": "v"})
+	if _, err := stored(id).LookupErr(fieldOwner); err == nil {
+		t.Fatal("a session without an owner has an owner field")
+	}
+	f.cmds.reset()
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		s.Values["k"] = "w"
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	upd := f.cmds.named("findAndModify")[0].Lookup("update").Document()
+	if _, err := upd.LookupErr("$unset"); err == nil || strings.Contains(upd.String(), `"owner"`) {
+		t.Fatalf("the save of a session without an owner sends %s", upd)
+	}
+
+	// Owner set later, changed, then removed.
+	for _, step := range []struct{ owner, device string }{{"ada", "laptop"}, {"ada", ""}, {"", ""}} {
+		b.do(func(w http.ResponseWriter, r *http.Request) {
+			s, _ := f.store.Get(r, testSessionName)
+			SetOwner(s, step.owner, step.device)
+			if err := s.Save(r, w); err != nil {
+				t.Fatal(err)
+			}
+		})
+		raw := stored(id)
+		owner, _ := raw.Lookup(fieldOwner).StringValueOK()
+		device, _ := raw.Lookup(fieldDevice).StringValueOK()
+		if owner != step.owner || device != step.device {
+			t.Fatalf("after SetOwner(%q, %q): fields owner %q, device %q", step.owner, step.device, owner, device)
+		}
+		if s, _ := load(t, f, b); func() bool { o, d := Owner(s); return o != step.owner || d != step.device }() {
+			t.Fatalf("after SetOwner(%q, %q): Owner says otherwise", step.owner, step.device)
+		}
+	}
+
+	// The owner field alone proves nothing: the values, under the MAC, decide.
+	bob, bobID := loginAs(t, f, "bob", "bob's phone")
+	if _, err := f.coll.UpdateOne(context.Background(), bson.D{{Key: fieldID, Value: f.store.hasher.docID(bobID)}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: fieldOwner, Value: "ada"}}}}); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ := f.store.ListSessions(context.Background(), "ada", nil); len(list) != 0 {
+		t.Fatalf("a session whose owner field was changed in the database is listed for ada: %+v", list)
+	}
+	if got := devices(listFrom(t, f, bob, "bob")); len(got) != 0 {
+		t.Fatalf("bob's moved session is listed for bob too: %q (its index entry says ada)", got)
+	}
+
+	// Restart unties the session; a long device label is cut.
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		SetOwner(s, "ada", strings.Repeat("é", MaxDeviceLength))
+		if _, d := Owner(s); len(d) > MaxDeviceLength || !strings.HasPrefix(d, "éé") || strings.ContainsRune(d, '\uFFFD') {
+			t.Fatalf("device label of %d bytes: %q", len(d), d)
+		}
+		if err := f.store.Restart(r, s); err != nil {
+			t.Fatal(err)
+		}
+		if o, _ := Owner(s); o != "" {
+			t.Fatal("Restart kept the owner")
+		}
+	})
+}
+
+func TestOwnerIndex(t *testing.T) {
+	cmds := &commandLog{}
+	coll := testCollection(t, testClient(t, cmds))
+	store, err := NewStore(context.Background(), coll, Config{}, testHashKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	var found bson.Raw
+	specs, _ := store.coll.indexSpecs(context.Background())
+	for _, spec := range specs {
+		if name, _ := spec.Lookup("name").StringValueOK(); name == ownerIndexName {
+			found = spec
+		}
+	}
+	if found == nil {
+		t.Fatalf("no %s index among %v", ownerIndexName, specs)
+	}
+	if key := found.Lookup("key").Document().String(); key != `{"owner": {"$numberInt":"1"}}` {
+		t.Fatalf("owner index key %s", key)
+	}
+	// A second start finds it.
+	cmds.reset()
+	again, err := NewStore(context.Background(), coll, Config{}, testHashKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again.Close()
+	if n := len(slices.DeleteFunc(cmds.named("createIndexes"), func(c bson.Raw) bool { return !isOwnerIndexCommand(c) })); n != 0 {
+		t.Fatalf("a second start created the owner index again (%d commands)", n)
+	}
+
+	// Listing and ending use it where the server plans queries.
+	explain := func(filter bson.D) string {
+		var res bson.Raw
+		err := coll.Database().RunCommand(context.Background(), bson.D{
+			{Key: "explain", Value: bson.D{{Key: "find", Value: coll.Name()}, {Key: "filter", Value: filter}}},
+		}).Decode(&res)
+		if err != nil {
+			t.Fatalf("explain: %v", err)
+		}
+		return res.String()
+	}
+	for _, filter := range []bson.D{ownedFilter("ada", time.Now()), othersFilter("ada", "some-id")} {
+		plan := explain(filter)
+		switch {
+		case testServerKind == "embedded":
+			// FerretDB v1 uses no index but _id's for any query (it keeps
+			// the index, without sparse): its plan is a scan.
+			if !strings.Contains(plan, "SCAN") {
+				t.Fatalf("FerretDB v1 plan for %v: %s", filter, plan)
+			}
+			t.Logf("FerretDB v1 scans for %v, as for every query but {_id}", filter)
+		case !strings.Contains(plan, ownerIndexName):
+			t.Fatalf("the plan for %v does not use %s: %s", filter, ownerIndexName, plan)
+		}
+	}
+}
+
+// TestOwnedSessionsExpire checks both expiry paths: the TTL index where the
+// server has one, the GC goroutine where it has not. An expired session
+// leaves the owner's list at once, and its document goes soon after.
+func TestOwnedSessionsExpire(t *testing.T) {
+	f := newFixture(t, Config{GCInterval: 100 * time.Millisecond})
+	f.store.MaxAge(1)
+	loginAs(t, f, "ada", "brief")
+	if list, err := f.store.ListSessions(context.Background(), "ada", nil); err != nil || len(list) != 1 {
+		t.Fatalf("before expiry: %v, %v", list, err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	if list, err := f.store.ListSessions(context.Background(), "ada", nil); err != nil || len(list) != 0 {
+		t.Fatalf("an expired session is listed: %v, %v", list, err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := f.coll.CountDocuments(context.Background(), bson.D{{Key: fieldOwner, Value: "ada"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s left the expired session's document for 30s", f.store.ExpiryMode())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("expiry by %s removed the owned session", f.store.ExpiryMode())
+}
