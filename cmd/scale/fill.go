@@ -34,8 +34,14 @@ const (
 type realSession struct {
 	cookie    *http.Cookie
 	uid       string // the value of "uid", checked on every load
+	owner     string // its owner (mongostore.SetOwner): sessionsPerOwner sessions each
 	expiresAt time.Time
 }
+
+// sessionsPerOwner is how many real sessions each owner has.
+const sessionsPerOwner = 5
+
+var devices = []string{"Firefox on Linux", "Safari on iPhone", "Chrome on Android", "Edge on Windows", "Safari on Mac"}
 
 var firstNames = []string{"Alice", "Bob", "Chloé", "Dmitri", "Eve", "Fatima", "Grace", "Hiroshi", "Ines", "Jamal"}
 var lastNames = []string{"Martin", "Okafor", "Nguyen", "Schmidt", "García", "Kowalski", "Rossi", "Tanaka"}
@@ -76,6 +82,8 @@ func createRealSession(ctx context.Context, store *mongostore.Store, i int) (rea
 	session.Values["roles"] = []string{"member", "editor"}[:1+i%2]
 	session.Values["loginAt"] = time.Now().UTC()
 	session.AddFlash("Welcome back!")
+	owner := fmt.Sprintf("owner-%06d", i/sessionsPerOwner)
+	mongostore.SetOwner(session, owner, devices[i%len(devices)])
 	w := httptest.NewRecorder()
 	if err := store.Save(r, w, session); err != nil {
 		return realSession{}, fmt.Errorf("save: %w", err)
@@ -86,7 +94,7 @@ func createRealSession(ctx context.Context, store *mongostore.Store, i int) (rea
 	}
 	for _, c := range w.Result().Cookies() {
 		if c.Name == cookieName {
-			return realSession{cookie: c, uid: uid, expiresAt: expiresAt}, nil
+			return realSession{cookie: c, uid: uid, owner: owner, expiresAt: expiresAt}, nil
 		}
 	}
 	return realSession{}, errors.New("save set no cookie")

@@ -18,7 +18,12 @@
 //     sweep; in TTL mode by waiting for the server's TTL job, measured from
 //     the end of the fill (the idle measurement then comes after it);
 //  5. checks that no live session was lost: every real session still loads
-//     and every live filler document is still there.
+//     and every live filler document is still there;
+//  6. for each owner of real sessions (5 sessions each, tied with
+//     mongostore.SetOwner; filler documents carry owners of their own, so
+//     the owner index holds N entries), times Store.ListSessions and the
+//     Store.EndOtherSessions that ends four of them, and asks the server
+//     (explain) whether a listing uses the owner index.
 //
 // It prints what it does, a line per N and a markdown table at the end, and
 // drops each collection after its run (unless -keep). Latencies are in

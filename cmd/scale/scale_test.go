@@ -86,7 +86,7 @@ func TestSmall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"lost: 0 of 50 real sessions", "0 of 1750 live filler documents missing", "| 2000 |"} {
+	for _, want := range []string{"lost: 0 of 50 real sessions", "0 of 1750 live filler documents missing", "| 2000 |", "owners: 10 owners of 5 sessions each"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -46,7 +47,11 @@ type result struct {
 
 	lost    int  // live sessions lost
 	checked bool // whether the lost sessions were counted
-	err     error
+
+	list, endOthers stats  // Store.ListSessions and Store.EndOtherSessions, one owner at a time
+	ownerPlan       string // how the server answers a listing: "index owner_1", "scan" or "unknown"
+
+	err error
 }
 
 // runSize runs the whole benchmark for one collection size.
@@ -176,7 +181,76 @@ func benchSize(ctx context.Context, coll *mongo.Collection, s settings, n int, o
 	// 3. Lost sessions.
 	lost, err := countLost(ctx, coll, s, shape.expiryField, store, real, filler, out)
 	res.lost, res.checked = lost, err == nil
-	return err
+	if err != nil {
+		return err
+	}
+
+	// 4. Owners (last: it ends sessions).
+	return measureOwners(ctx, coll, store, real, out, res)
+}
+
+// measureOwners times, for each owner of real sessions in turn, a
+// Store.ListSessions from one of its sessions and the Store.EndOtherSessions
+// that ends the others, checking that each lists and ends what it should;
+// and asks the server (explain) whether it answers a listing from the
+// owner index.
+func measureOwners(ctx context.Context, coll *mongo.Collection, store *mongostore.Store, real []realSession, out io.Writer, res *result) error {
+	res.ownerPlan = ownerPlan(ctx, coll, real[0].owner)
+	var list, end latencies
+	for i := 0; i+sessionsPerOwner <= len(real); i += sessionsPerOwner {
+		rs := real[i]
+		r, err := http.NewRequestWithContext(ctx, http.MethodGet, requestURL, nil)
+		if err != nil {
+			return err
+		}
+		r.AddCookie(rs.cookie)
+		current, err := store.New(r, cookieName)
+		if err != nil || current.IsNew {
+			return fmt.Errorf("owners: load a session of %s: %v (new: %v)", rs.owner, err, current.IsNew)
+		}
+		start := time.Now()
+		listed, err := store.ListSessions(ctx, rs.owner, current)
+		list.d = append(list.d, time.Since(start))
+		if err != nil {
+			return fmt.Errorf("owners: list the sessions of %s: %w", rs.owner, err)
+		}
+		if len(listed) != sessionsPerOwner {
+			return fmt.Errorf("owners: %d sessions listed for %s, want %d", len(listed), rs.owner, sessionsPerOwner)
+		}
+		start = time.Now()
+		ended, err := store.EndOtherSessions(ctx, rs.owner, current)
+		end.d = append(end.d, time.Since(start))
+		if err != nil {
+			return fmt.Errorf("owners: end the other sessions of %s: %w", rs.owner, err)
+		}
+		if ended != sessionsPerOwner-1 {
+			return fmt.Errorf("owners: %d sessions of %s ended, want %d", ended, rs.owner, sessionsPerOwner-1)
+		}
+	}
+	res.list, res.endOthers = list.stats(), end.stats()
+	fmt.Fprintf(out, "  owners: %d owners of %d sessions each: ListSessions %s; EndOtherSessions %s; listing plan: %s\n",
+		len(real)/sessionsPerOwner, sessionsPerOwner, res.list, res.endOthers, res.ownerPlan)
+	return nil
+}
+
+// ownerPlan says how the server answers a listing of owner's sessions,
+// from its explain of the same filter.
+func ownerPlan(ctx context.Context, coll *mongo.Collection, owner string) string {
+	var plan bson.Raw
+	err := coll.Database().RunCommand(ctx, bson.D{{Key: "explain", Value: bson.D{
+		{Key: "find", Value: coll.Name()},
+		{Key: "filter", Value: bson.D{{Key: "owner", Value: owner}, {Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: time.Now()}}}}},
+	}}}).Decode(&plan)
+	text := plan.String()
+	switch {
+	case err != nil:
+		return "unknown"
+	case strings.Contains(text, "owner_1"):
+		return "index owner_1"
+	case strings.Contains(text, "SCAN"):
+		return "scan"
+	}
+	return "unknown"
 }
 
 // sweep times one Store.DeleteExpired while loads go on.
@@ -354,6 +428,9 @@ func (r result) line() string {
 	if r.checked {
 		fmt.Fprintf(&b, " lost=%d", r.lost)
 	}
+	if r.list.n > 0 {
+		fmt.Fprintf(&b, " list[%s] end-others[%s] owner-plan=%q", r.list, r.endOthers, r.ownerPlan)
+	}
 	if r.expiryNote != "" {
 		fmt.Fprintf(&b, " note=%q", r.expiryNote)
 	}
@@ -365,8 +442,8 @@ func (r result) line() string {
 
 // writeTable prints the results as a markdown table.
 func writeTable(out io.Writer, results []result) {
-	fmt.Fprintln(out, "| N | server | mode | fill s | load p50/p99 idle ms | bare p50/p99 ms | ratio p50 | expiry s | deleted/s | load p50/p99 during expiry ms | lost |")
-	fmt.Fprintln(out, "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(out, "| N | server | mode | fill s | load p50/p99 idle ms | bare p50/p99 ms | ratio p50 | expiry s | deleted/s | load p50/p99 during expiry ms | lost | list p50/p99 ms | end others p50/p99 ms | listing plan |")
+	fmt.Fprintln(out, "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
 	for _, r := range results {
 		expiry, fill := "-", "-"
 		switch {
@@ -389,9 +466,13 @@ func writeTable(out io.Writer, results []result) {
 		if r.err != nil {
 			lost += " (error: " + strings.ReplaceAll(r.err.Error(), "|", "/") + ")"
 		}
-		fmt.Fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+		plan := r.ownerPlan
+		if plan == "" {
+			plan = "-"
+		}
+		fmt.Fprintf(out, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			r.n, r.server, r.mode, fill, pair(r.idle), pair(r.bare), ratio(r.idle.p50, r.bare.p50),
-			expiry, deleted, pair(r.during), lost)
+			expiry, deleted, pair(r.during), lost, pair(r.list), pair(r.endOthers), plan)
 	}
 }
 
