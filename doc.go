@@ -28,8 +28,9 @@
 // its ID is never adopted. Session.Save writes it back with one
 // findAndModify by _id that never inserts, so a session ended meanwhile
 // (logged out elsewhere, expired) stays ended: Save returns ErrSessionGone.
-// A new session is inserted under a fresh ID. Store.RegenerateID gives a
-// session a new ID at login. Saves outlive a client that hangs up, and every
+// A new session is inserted under a fresh ID. At login, Store.Restart
+// starts a fresh session under a new ID (Store.RegenerateID does so keeping
+// the values). Saves outlive a client that hangs up, and every
 // database operation is bounded by Config.Timeout.
 //
 //	session, _ := store.Get(r, "session")
@@ -61,6 +62,17 @@
 //		fmt.Fprintf(w, "hello %v\n", session.Values["user"])
 //	})
 //	handler := store.Middleware("session", mongostore.MiddlewareOptions{})(mux)
+//
+// # Per-user sessions
+//
+// SetOwner ties a session to its user (at login), so that the user can see
+// their sessions and end them: Store.ListSessions, Store.EndSession,
+// Store.EndOtherSessions ("sign out everywhere else") and
+// Store.EndAllSessions, all answered from a sparse index on the owner
+// (owners.go). Ended sessions stay ended.
+//
+//	mongostore.SetOwner(session, userID, "Firefox on Linux")
+//	others, err := store.EndOtherSessions(ctx, userID, session)
 //
 // Every error wraps one of the sentinel errors in errors.go; test for them
 // with errors.Is.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gorilla/sessions"
 	"github.com/mongostore/mongostore"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -200,4 +201,45 @@ func ExampleStore_DeleteExpired() {
 	fmt.Println("deleted:", deleted)
 	// Output:
 	// deleted: 3
+}
+
+// A login ties the session to its user; the user's "devices" page lists the
+// sessions and ends the others.
+func ExampleStore_ListSessions() {
+	ctx := context.Background()
+	store, _, done := exampleStore(ctx, "owned_sessions", mongostore.Config{})
+	defer done()
+
+	// Two devices log in as ada (as a login handler would, after Restart).
+	var laptop *sessions.Session
+	for _, device := range []string{"Firefox on Linux", "Safari on iPhone"} {
+		r := httptest.NewRequest(http.MethodPost, "/login", nil)
+		session, _ := store.New(r, "session")
+		session.Values["user"] = "ada"
+		mongostore.SetOwner(session, "ada", device)
+		if err := session.Save(r, httptest.NewRecorder()); err != nil {
+			log.Fatal(err)
+		}
+		if laptop == nil {
+			laptop = session
+		}
+	}
+
+	// The laptop's request lists ada's sessions, then signs out the others.
+	list, err := store.ListSessions(ctx, "ada", laptop)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range list {
+		fmt.Println(s.Device, "current:", s.Current)
+	}
+	ended, err := store.EndOtherSessions(ctx, "ada", laptop)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("ended:", ended)
+	// Unordered output:
+	// Firefox on Linux current: true
+	// Safari on iPhone current: false
+	// ended: 1
 }
