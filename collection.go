@@ -191,9 +191,12 @@ func liveFilter(docID string, now time.Time) bson.D {
 	return bson.D{{Key: fieldID, Value: docID}, {Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bsonDate(now)}}}}
 }
 
-// ownedFilter matches the sessions of owner that are live at now.
-func ownedFilter(owner string, now time.Time) bson.D {
-	return bson.D{{Key: fieldOwner, Value: owner}, {Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bsonDate(now)}}}}
+// ownedFilter matches the sessions of owner, expired or not: the caller
+// checks expiry. (With expiresAt in the filter, DocumentDB intersects the
+// owner index with the expiresAt index's range of every live session: 0.8 s
+// at a million sessions, against 1 ms for the owner alone.)
+func ownedFilter(owner string) bson.D {
+	return bson.D{{Key: fieldOwner, Value: owner}}
 }
 
 // othersFilter matches the sessions of owner but the document except (all
@@ -303,10 +306,10 @@ func (c collection) deleteExpired(ctx context.Context, now time.Time) (int64, er
 // maxOwned bounds how many sessions of one owner a listing reads.
 const maxOwned = 1000
 
-// findOwned returns the documents of owner's sessions live at now, at most
-// maxOwned of them, from the owner index.
-func (c collection) findOwned(ctx context.Context, owner string, now time.Time) ([]bson.Raw, error) {
-	cur, err := c.c.Find(ctx, ownedFilter(owner, now), options.Find().SetLimit(maxOwned))
+// findOwned returns the documents of owner's sessions, at most maxOwned of
+// them, from the owner index; some may have expired.
+func (c collection) findOwned(ctx context.Context, owner string) ([]bson.Raw, error) {
+	cur, err := c.c.Find(ctx, ownedFilter(owner), options.Find().SetLimit(maxOwned))
 	if err != nil {
 		return nil, dbError("list sessions", err)
 	}

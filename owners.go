@@ -109,7 +109,8 @@ type OwnedSession struct {
 }
 
 // ListSessions returns the live sessions of owner, the most recently active
-// first: one find on the owner index. current, if not nil, is the session
+// first: one find {owner} on the owner index (expiry is checked on what
+// comes back). current, if not nil, is the session
 // of the request, marked Current in the list. Only sessions whose stored
 // values name owner are listed (the owner field of a document is a copy
 // for the index, trusted only once the values, authenticated by the
@@ -122,7 +123,7 @@ func (s *Store) ListSessions(ctx context.Context, owner string, current *session
 	ctx, cancel := s.opContext(ctx, false)
 	defer cancel()
 	now := s.cfg.Now()
-	docs, err := s.coll.findOwned(ctx, owner, now)
+	docs, err := s.coll.findOwned(ctx, owner)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +169,7 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string) (bool, err
 	}
 	ctx, cancel := s.opContext(ctx, false)
 	defer cancel()
-	docs, err := s.coll.findOwned(ctx, owner, s.cfg.Now())
+	docs, err := s.coll.findOwned(ctx, owner)
 	if err != nil {
 		return false, err
 	}

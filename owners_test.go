@@ -77,8 +77,8 @@ func TestOwnedSessions(t *testing.T) {
 		t.Fatalf("ada's sessions %q, want %q (newest first, current marked)", got, want)
 	}
 	filters := commandFilters(t, f.cmds)["find"]
-	if len(filters) != 2 || !strings.Contains(filters[1].String(), `"owner": "ada"`) {
-		t.Fatalf("find filters %v, want the request's load and one {owner: ada, …}", filters)
+	if len(filters) != 2 || filters[1].String() != `{"owner": "ada"}` {
+		t.Fatalf("find filters %v, want the request's load and one {owner: ada}", filters)
 	}
 	first := list[2]
 	if !first.CreatedAt.Equal(clock.Now().Add(-2*time.Minute).Truncate(time.Millisecond)) || !first.ExpiresAt.After(first.LastActive) {
@@ -288,7 +288,7 @@ func TestOwnerIndex(t *testing.T) {
 		}
 		return res.String()
 	}
-	for _, filter := range []bson.D{ownedFilter("ada", time.Now()), othersFilter("ada", "some-id")} {
+	for _, filter := range []bson.D{ownedFilter("ada"), othersFilter("ada", "some-id")} {
 		plan := explain(filter)
 		switch {
 		case testServerKind == "embedded":
@@ -298,8 +298,8 @@ func TestOwnerIndex(t *testing.T) {
 				t.Fatalf("FerretDB v1 plan for %v: %s", filter, plan)
 			}
 			t.Logf("FerretDB v1 scans for %v, as for every query but {_id}", filter)
-		case !strings.Contains(plan, ownerIndexName):
-			t.Fatalf("the plan for %v does not use %s: %s", filter, ownerIndexName, plan)
+		case !strings.Contains(plan, ownerIndexName) || strings.Contains(plan, expiresAtIndexName):
+			t.Fatalf("the plan for %v does not use %s alone: %s", filter, ownerIndexName, plan)
 		}
 	}
 }

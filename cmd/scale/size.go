@@ -239,12 +239,14 @@ func ownerPlan(ctx context.Context, coll *mongo.Collection, owner string) string
 	var plan bson.Raw
 	err := coll.Database().RunCommand(ctx, bson.D{{Key: "explain", Value: bson.D{
 		{Key: "find", Value: coll.Name()},
-		{Key: "filter", Value: bson.D{{Key: "owner", Value: owner}, {Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: time.Now()}}}}},
+		{Key: "filter", Value: bson.D{{Key: "owner", Value: owner}}},
 	}}}).Decode(&plan)
 	text := plan.String()
 	switch {
 	case err != nil:
 		return "unknown"
+	case strings.Contains(text, "owner_1") && strings.Contains(text, "expiresAt_1"):
+		return "owner_1 and expiresAt_1"
 	case strings.Contains(text, "owner_1"):
 		return "index owner_1"
 	case strings.Contains(text, "SCAN"):
