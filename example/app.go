@@ -79,11 +79,14 @@ type app struct {
 
 // newApp returns the app's HTTP handler:
 //
-//	GET  /login    the login form (or a redirect to / when logged in)
-//	POST /login    checks the form; 303 to / on success, 401 with the form otherwise
-//	GET  /         the logged-in user and what the store keeps of the session; 303 to /login otherwise
-//	POST /logout   deletes the session and its cookie; 303 to /login
-//	GET  /healthz  200 when the database answers a ping, 503 otherwise
+//	GET  /login                the login form (or a redirect to / when logged in)
+//	POST /login                checks the form; 303 to / on success, 401 with the form otherwise
+//	GET  /                     the logged-in user and what the store keeps of the session; 303 to /login otherwise
+//	POST /logout               deletes the session and its cookie; 303 to /login
+//	GET  /sessions             the user's sessions on all their devices; 303 to /login otherwise
+//	POST /sessions/end         ends the user's session named by the form field handle; 303 to /sessions
+//	POST /sessions/end-others  ends all the user's sessions but this one; 303 to /sessions
+//	GET  /healthz              200 when the database answers a ping, 503 otherwise
 //	GET  /static/style.css
 //
 // Cross-origin POSTs are refused with 403 (http.CrossOriginProtection), and
@@ -133,6 +136,9 @@ func newApp(opts appOptions) (http.Handler, error) {
 	mux.Handle("POST /login", withSession(http.HandlerFunc(a.login)))
 	mux.Handle("GET /{$}", withSession(http.HandlerFunc(a.home)))
 	mux.Handle("POST /logout", withSession(http.HandlerFunc(a.logout)))
+	mux.Handle("GET /sessions", withSession(http.HandlerFunc(a.sessionList)))
+	mux.Handle("POST /sessions/end", withSession(http.HandlerFunc(a.endSession)))
+	mux.Handle("POST /sessions/end-others", withSession(http.HandlerFunc(a.endOtherSessions)))
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /static/style.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", cssCacheAge))
@@ -153,7 +159,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"until":    func(t time.Time) string { return humanDuration(time.Until(t)) },
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"login", "home"} {
+	for _, name := range []string{"login", "home", "sessions"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("parse template %s: %w", name, err)
@@ -265,6 +271,10 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sess.Values[userKey] = name
+	// The session belongs to the user, for their list of sessions
+	// (/sessions), with a label of the device made from the User-Agent:
+	// the kind of browser and system only.
+	mongostore.SetOwner(sess, name, deviceLabel(r.UserAgent()))
 	sess.AddFlash("Welcome, " + name + "! You are logged in.")
 	// The middleware stores the session, under a fresh ID, and sets its
 	// cookie before the redirect goes out.

@@ -505,6 +505,16 @@ func TestDatabaseRoundTrips(t *testing.T) {
 			return b.post("/login", url.Values{"username": {"demo"}, "password": {"demo"}})
 		}, 303, map[string]int{"find": 1, "delete": 1, "insert": 1}},
 		{"GET /login (logged in: redirect)", func() response { return b.get("/login") }, 303, map[string]int{"find": 1}},
+		// The list of sessions: one find on the owner index. Ending a
+		// session lists them too (the flash message names the device),
+		// and EndSession finds the handle's document before deleting it.
+		{"GET /sessions (takes the login's flash message)", func() response { return b.get("/sessions") }, 200, map[string]int{"find": 2, "findAndModify": 1}},
+		{"GET /sessions (read-only)", func() response { return b.get("/sessions") }, 200, map[string]int{"find": 2}},
+		{"POST /sessions/end-others", func() response { return b.post("/sessions/end-others", nil) }, 303, map[string]int{"find": 1, "delete": 1, "findAndModify": 1}},
+		{"GET /sessions (takes the flash message)", func() response { return b.get("/sessions") }, 200, map[string]int{"find": 2, "findAndModify": 1}},
+		{"POST /sessions/end", func() response {
+			return b.post("/sessions/end", url.Values{"handle": {"no-such-session"}})
+		}, 303, map[string]int{"find": 2, "findAndModify": 1}},
 		{"POST /logout", func() response { return b.post("/logout", nil) }, 303, map[string]int{"find": 1, "delete": 1}},
 		{"GET /login (after logout)", func() response { return b.get("/login") }, 200, map[string]int{}},
 		{"POST /login (wrong password)", func() response {

@@ -31,13 +31,23 @@ func chromiumPath(t *testing.T) string {
 	return ""
 }
 
-// TestBrowserLoginLogout logs in and out with headless Chromium, as a
-// person would: typing in the form and clicking the buttons.
-func TestBrowserLoginLogout(t *testing.T) {
-	t.Parallel()
-	execPath := chromiumPath(t)
-	app := startApp(t, nil)
+// Limits of the browser tests.
+const (
+	tabTimeout   = 2 * time.Minute  // everything one tab does in a test
+	closeBrowser = 30 * time.Second // closing the browser, which waits for its processes
+)
 
+// chromium is headless Chromium, started for one test.
+type chromium struct {
+	t   *testing.T
+	ctx context.Context // the browser's first tab
+}
+
+// startChromium starts headless Chromium, with a profile of its own, for
+// the test, and closes it when the test ends.
+func startChromium(t *testing.T) *chromium {
+	t.Helper()
+	execPath := chromiumPath(t)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(t.Context(),
 		chromedp.ExecPath(execPath),
 		chromedp.Headless,
@@ -53,7 +63,7 @@ func TestBrowserLoginLogout(t *testing.T) {
 		chromedp.UserDataDir(t.TempDir()),
 	)
 	ctx, cancelCtx := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
-	defer func() {
+	t.Cleanup(func() {
 		// Closing the browser waits for its processes: never forever.
 		closed := make(chan struct{})
 		go func() {
@@ -63,98 +73,258 @@ func TestBrowserLoginLogout(t *testing.T) {
 		}()
 		select {
 		case <-closed:
-		case <-time.After(30 * time.Second):
-			t.Errorf("the browser did not close within 30s")
+		case <-time.After(closeBrowser):
+			t.Errorf("the browser did not close within %v", closeBrowser)
 		}
-	}()
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
+	})
+	// Start the browser now: tabs in new browser contexts need it running.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return &chromium{t: t, ctx: ctx}
+}
 
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
+// firstTab returns the browser's first tab, in its default browser context.
+func (c *chromium) firstTab() *tab {
+	return newTab(c.t, c.ctx)
+}
+
+// newDeviceTab opens a tab in a new browser context of its own (as a
+// private window does): its cookies are its own, so to the app it is
+// another device.
+func (c *chromium) newDeviceTab() *tab {
+	ctx, cancel := chromedp.NewContext(c.ctx, chromedp.WithNewBrowserContext())
+	c.t.Cleanup(cancel)
+	return newTab(c.t, ctx)
+}
+
+// tab drives one tab of the browser for a test. Its methods fail the test
+// when a step fails.
+type tab struct {
+	t   *testing.T
+	ctx context.Context
+}
+
+// newTab returns the tab of the chromedp context ctx, with a time limit.
+func newTab(t *testing.T, ctx context.Context) *tab {
+	ctx, cancel := context.WithTimeout(ctx, tabTimeout)
+	t.Cleanup(cancel)
+	return &tab{t: t, ctx: ctx}
+}
+
+// do runs steps.
+func (b *tab) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, steps...); err != nil {
+		b.t.Fatalf("%s: %v", what, err)
 	}
-	text := func(sel string) string {
-		t.Helper()
-		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
-		if err != nil {
-			t.Fatalf("text of %s: %v", sel, err)
-		}
-		return s
+}
+
+// text returns the text of the first element sel selects.
+func (b *tab) text(sel string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	if err != nil {
+		b.t.Fatalf("text of %s: %v", sel, err)
 	}
-	location := func() string {
-		t.Helper()
-		loc, err := chromedp.Run(ctx, chromedp.Location())
-		if err != nil {
-			t.Fatalf("location: %v", err)
-		}
-		return loc
+	return s
+}
+
+// count returns how many elements sel selects, once the page has loaded.
+func (b *tab) count(sel string) int {
+	b.t.Helper()
+	nodes, err := chromedp.Run(b.ctx, chromedp.Nodes(chromedp.CSSAll(sel), chromedp.AtLeast(0)))
+	if err != nil {
+		b.t.Fatalf("count %s: %v", sel, err)
 	}
-	// clickAndLoad clicks sel and waits for the page it leads to.
-	clickAndLoad := func(sel string) {
-		t.Helper()
-		if _, err := chromedp.Run(ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel)))); err != nil {
-			t.Fatalf("click %s: %v", sel, err)
-		}
+	return len(nodes)
+}
+
+// location returns the URL of the page.
+func (b *tab) location() string {
+	b.t.Helper()
+	loc, err := chromedp.Run(b.ctx, chromedp.Location())
+	if err != nil {
+		b.t.Fatalf("location: %v", err)
 	}
-	screenshot := func(name string) {
-		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		file := filepath.Join(t.TempDir(), name)
-		if err := os.WriteFile(file, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if dir := os.Getenv("SCREENSHOT_DIR"); dir != "" { // to look at them
-			_ = os.WriteFile(filepath.Join(dir, name), png, 0o644)
-		}
-		t.Logf("screenshot %s: %d bytes", file, len(png))
+	return loc
+}
+
+// clickAndLoad clicks sel and waits for the page it leads to.
+func (b *tab) clickAndLoad(sel string) {
+	b.t.Helper()
+	if _, err := chromedp.Run(b.ctx, chromedp.WaitEvent(page.LoadEventFired, nil, chromedp.Click(chromedp.CSS(sel)))); err != nil {
+		b.t.Fatalf("click %s: %v", sel, err)
 	}
+}
+
+// screenshot takes a screenshot of the page into the test's temporary
+// directory, and into SCREENSHOT_DIR if set.
+func (b *tab) screenshot(name string) {
+	b.t.Helper()
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Fatalf("screenshot: %v", err)
+	}
+	file := filepath.Join(b.t.TempDir(), name)
+	if err := os.WriteFile(file, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	if dir := os.Getenv("SCREENSHOT_DIR"); dir != "" { // to look at them
+		_ = os.WriteFile(filepath.Join(dir, name), png, 0o644)
+	}
+	b.t.Logf("screenshot %s: %d bytes", file, len(png))
+}
+
+// login logs in at base as user, as a person would: typing in the form and
+// clicking its button. It checks that the home page follows.
+func (b *tab) login(base, user, password string) {
+	b.t.Helper()
+	b.do("open the login page", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(chromedp.CSS("#password")))
+	b.do("fill in the form",
+		chromedp.SendKeys(chromedp.CSS("#username"), user),
+		chromedp.SendKeys(chromedp.CSS("#password"), password),
+	)
+	b.clickAndLoad(`form[action="/login"] button[type=submit]`)
+	b.do("wait for the home page", chromedp.WaitVisible(chromedp.CSS("#current-user")))
+	if got, want := b.location(), base+"/"; got != want {
+		b.t.Errorf("location after login %s, want %s", got, want)
+	}
+	if got := b.text("#current-user"); got != user {
+		b.t.Errorf("user on the page %q, want %s", got, user)
+	}
+}
+
+// TestBrowserLoginLogout logs in and out with headless Chromium, as a
+// person would: typing in the form and clicking the buttons.
+func TestBrowserLoginLogout(t *testing.T) {
+	t.Parallel()
+	chromiumPath(t) // before starting the app: skip (or fail) early
+	app := startApp(t, nil)
+	b := startChromium(t).firstTab()
 
 	// Visiting the protected page first leads to the login form.
-	do("open /", chromedp.Navigate(app.url+"/"), chromedp.WaitVisible(chromedp.CSS("#password")))
-	if got, want := location(), app.url+"/login"; got != want {
+	b.do("open /", chromedp.Navigate(app.url+"/"), chromedp.WaitVisible(chromedp.CSS("#password")))
+	if got, want := b.location(), app.url+"/login"; got != want {
 		t.Fatalf("location %s, want %s", got, want)
 	}
-	screenshot("1-login.png")
+	b.screenshot("1-login.png")
 
-	do("fill in the form",
-		chromedp.SendKeys(chromedp.CSS("#username"), "demo"),
-		chromedp.SendKeys(chromedp.CSS("#password"), "demo"),
-	)
-	clickAndLoad(`form[action="/login"] button[type=submit]`)
-	do("wait for the home page", chromedp.WaitVisible(chromedp.CSS("#current-user")))
-	if got, want := location(), app.url+"/"; got != want {
-		t.Errorf("location after login %s, want %s", got, want)
-	}
-	if got := text("#current-user"); got != "demo" {
-		t.Errorf("user on the page %q, want demo", got)
-	}
-	if got := text("main"); !strings.Contains(got, "Welcome, demo! You are logged in.") || !strings.Contains(got, "Expires if you stay idle") {
+	b.login(app.url, "demo", "demo")
+	if got := b.text("main"); !strings.Contains(got, "Welcome, demo! You are logged in.") || !strings.Contains(got, "Expires if you stay idle") {
 		t.Errorf("home page text:\n%s", got)
 	}
-	screenshot("2-home.png")
+	b.screenshot("2-home.png")
 
-	clickAndLoad(`form[action="/logout"] button[type=submit]`)
-	do("wait for the login page", chromedp.WaitVisible(chromedp.CSS("#password")))
-	if got, want := location(), app.url+"/login"; got != want {
+	b.clickAndLoad(`form[action="/logout"] button[type=submit]`)
+	b.do("wait for the login page", chromedp.WaitVisible(chromedp.CSS("#password")))
+	if got, want := b.location(), app.url+"/login"; got != want {
 		t.Errorf("location after logout %s, want %s", got, want)
 	}
-	if got := text("main"); !strings.Contains(got, "You have been logged out.") {
+	if got := b.text("main"); !strings.Contains(got, "You have been logged out.") {
 		t.Errorf("login page after logout:\n%s", got)
 	}
-	screenshot("3-logged-out.png")
+	b.screenshot("3-logged-out.png")
 
 	// The session is gone: the protected page sends the browser back.
-	do("open / again", chromedp.Navigate(app.url+"/"), chromedp.WaitVisible(chromedp.CSS("#password")))
-	if got, want := location(), app.url+"/login"; got != want {
+	b.do("open / again", chromedp.Navigate(app.url+"/"), chromedp.WaitVisible(chromedp.CSS("#password")))
+	if got, want := b.location(), app.url+"/login"; got != want {
 		t.Errorf("location of / after logout %s, want %s", got, want)
 	}
 	if n := app.countSessions(t); n != 0 {
 		t.Errorf("%d session documents after logout, want 0", n)
+	}
+}
+
+// TestBrowserSessions ends sessions from the page of sessions in headless
+// Chromium. Two devices (tabs in browser contexts of their own, so with
+// cookies of their own) log in as the same user; the first sees both
+// sessions and ends the other one, whose next page is the login form.
+// Then, with three devices, "Sign out all other sessions" does the same
+// for two.
+func TestBrowserSessions(t *testing.T) {
+	t.Parallel()
+	chromiumPath(t) // before starting the app: skip (or fail) early
+	app := startApp(t, nil)
+	browser := startChromium(t)
+	first, second := browser.newDeviceTab(), browser.newDeviceTab()
+	first.login(app.url, "demo", "demo")
+	second.login(app.url, "demo", "demo")
+
+	// openSessions follows the home page's link to the page of sessions.
+	openSessions := func(b *tab) {
+		t.Helper()
+		b.do("open /", chromedp.Navigate(app.url+"/"), chromedp.WaitVisible(chromedp.CSS("#sessions-link")))
+		b.clickAndLoad("#sessions-link")
+		b.do("wait for the page of sessions", chromedp.WaitVisible(chromedp.CSS("#sessions")))
+		if got, want := b.location(), app.url+"/sessions"; got != want {
+			t.Fatalf("location %s, want %s", got, want)
+		}
+	}
+	// wantSessions checks how many sessions the page lists, and that one
+	// of them is marked as this device's.
+	wantSessions := func(b *tab, n int) {
+		t.Helper()
+		if got := b.count("li.session"); got != n {
+			t.Fatalf("%d sessions listed, want %d:\n%s", got, n, b.text("main"))
+		}
+		if got := b.count("li.session.current"); got != 1 {
+			t.Errorf("%d sessions marked current, want 1", got)
+		}
+		if got := b.text("li.session.current .device"); !strings.HasSuffix(got, "(this device)") {
+			t.Errorf("current session's heading %q, want it to end in (this device)", got)
+		}
+		if got := b.count(`li.session.current button`); got != 0 {
+			t.Errorf("the current session has %d buttons, want none", got)
+		}
+	}
+	// wantLoggedOut checks that b's next page is the login form.
+	wantLoggedOut := func(b *tab, who string) {
+		t.Helper()
+		b.do("open / ("+who+")", chromedp.Navigate(app.url+"/"), chromedp.WaitVisible(chromedp.CSS("#password")))
+		if got, want := b.location(), app.url+"/login"; got != want {
+			t.Errorf("%s: location of / %s, want %s", who, got, want)
+		}
+	}
+
+	openSessions(first)
+	wantSessions(first, 2)
+	device := first.text("li.session:not(.current) .device")
+	if device == "" || strings.Contains(device, "Unknown") || strings.Contains(device, "Mozilla") {
+		t.Errorf("the other session's device label is %q, want the kind of browser and system", device)
+	}
+	first.screenshot("sessions-1-two.png")
+
+	first.clickAndLoad(`li.session:not(.current) form[action="/sessions/end"] button[type=submit]`)
+	first.do("wait for the page of sessions", chromedp.WaitVisible(chromedp.CSS("#sessions")))
+	if got, want := first.location(), app.url+"/sessions"; got != want {
+		t.Errorf("location after ending a session %s, want %s", got, want)
+	}
+	if got := first.text("main"); !strings.Contains(got, "Signed out "+device+".") {
+		t.Errorf("page after ending a session:\n%s", got)
+	}
+	wantSessions(first, 1)
+	first.screenshot("sessions-2-ended.png")
+	wantLoggedOut(second, "the device whose session was ended")
+
+	// Three devices: the first signs out the two others.
+	second.login(app.url, "demo", "demo")
+	third := browser.newDeviceTab()
+	third.login(app.url, "demo", "demo")
+	openSessions(first)
+	wantSessions(first, 3)
+	first.clickAndLoad(`form[action="/sessions/end-others"] button[type=submit]`)
+	first.do("wait for the page of sessions", chromedp.WaitVisible(chromedp.CSS("#sessions")))
+	if got := first.text("main"); !strings.Contains(got, "Signed out 2 other sessions.") || !strings.Contains(got, "You are not logged in anywhere else.") {
+		t.Errorf("page after ending the other sessions:\n%s", got)
+	}
+	wantSessions(first, 1)
+	first.screenshot("sessions-3-others-ended.png")
+	wantLoggedOut(second, "second device")
+	wantLoggedOut(third, "third device")
+
+	first.do("open / (first device)", chromedp.Navigate(app.url+"/"), chromedp.WaitVisible(chromedp.CSS("#current-user")))
+	if n := app.countSessions(t); n != 1 {
+		t.Errorf("%d session documents, want 1", n)
 	}
 }

@@ -3,10 +3,11 @@
 //
 // It serves a login form, a page for logged-in users that shows what the
 // store keeps of their session (when it expires, how expired sessions are
-// deleted, which server holds them), and a logout button. With no database
-// configured it starts an embedded MongoDB-compatible server (FerretDB with
-// SQLite) whose files live in DATA_DIR, so it runs with nothing installed,
-// and prints its address for mongosh.
+// deleted, which server holds them), a page that lists their sessions on
+// all their devices and ends any of them, and a logout button. With no
+// database configured it starts an embedded MongoDB-compatible server
+// (FerretDB with SQLite) whose files live in DATA_DIR, so it runs with
+// nothing installed, and prints its address for mongosh.
 //
 // Environment:
 //

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"slices"
+
+	"github.com/gorilla/sessions"
+	"github.com/mongostore/mongostore"
+)
+
+// The page of a user's sessions: one per browser or device they logged in
+// with, from the store's owner index (login ties each session to its user
+// with mongostore.SetOwner).
+
+// sessionsPage is the data of the page that lists a user's sessions.
+type sessionsPage struct {
+	Flashes  []string
+	Username string
+	// Sessions are the user's live sessions: the current one, marked
+	// Current, first, then the others, the most recently used first.
+	Sessions []mongostore.OwnedSession
+	// Others is how many of them are not the current one.
+	Others int
+}
+
+// noDevice stands for a session stored without a device label.
+const noDevice = "Unknown device"
+
+// loggedIn returns the session of the request and the name of its user;
+// when nobody is logged in it redirects to /login and returns ok false.
+func (a *app) loggedIn(w http.ResponseWriter, r *http.Request) (sess *sessions.Session, name string, ok bool) {
+	sess = mongostore.Session(r, a.sessionName)
+	name, ok = sess.Values[userKey].(string)
+	if !ok {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+	}
+	return sess, name, ok
+}
+
+// databaseError answers a request whose database operation what failed as
+// the middleware answers one whose session could not be loaded or saved:
+// it logs the error and answers 500.
+func (a *app) databaseError(w http.ResponseWriter, r *http.Request, what string, err error) {
+	a.logger.Error(what, "method", r.Method, "path", r.URL.Path, "error", err.Error())
+	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
+}
+
+// sessionList serves GET /sessions.
+func (a *app) sessionList(w http.ResponseWriter, r *http.Request) {
+	sess, name, ok := a.loggedIn(w, r)
+	if !ok {
+		return
+	}
+	list, err := a.store.ListSessions(r.Context(), name, sess)
+	if err != nil {
+		a.databaseError(w, r, "list sessions", err)
+		return
+	}
+	flashes := stringFlashes(sess)
+	page := sessionsPage{Flashes: flashes, Username: name, Sessions: list}
+	for i, s := range list {
+		if s.Device == "" {
+			list[i].Device = noDevice
+		}
+		if !s.Current {
+			page.Others++
+			continue
+		}
+		// The list has the current session as stored before this request,
+		// which the middleware may be about to save (the flashes were
+		// taken, or its expiry is due to slide): Times says what the
+		// document holds once the request is done.
+		if times, ok := a.store.Times(sess); ok {
+			list[i].LastActive, list[i].ExpiresAt = times.UpdatedAt, times.ExpiresAt
+		}
+	}
+	// This device first, then the others, the most recently used first
+	// (as ListSessions orders them).
+	slices.SortStableFunc(list, func(x, y mongostore.OwnedSession) int {
+		switch {
+		case x.Current == y.Current:
+			return 0
+		case x.Current:
+			return -1
+		default:
+			return 1
+		}
+	})
+	a.render(w, http.StatusOK, "sessions", page)
+}
+
+// endSession serves POST /sessions/end: it ends the user's session named
+// by the form field handle, one of the handles of the page's list.
+func (a *app) endSession(w http.ResponseWriter, r *http.Request) {
+	sess, name, ok := a.loggedIn(w, r)
+	if !ok {
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		http.Error(w, "Bad request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	handle := r.PostForm.Get("handle")
+	if handle == "" {
+		http.Error(w, "Bad request: no session handle", http.StatusBadRequest)
+		return
+	}
+	// The flash message names the device, which only the list tells.
+	list, err := a.store.ListSessions(r.Context(), name, sess)
+	if err != nil {
+		a.databaseError(w, r, "end session: list sessions", err)
+		return
+	}
+	var target *mongostore.OwnedSession
+	for i := range list {
+		if subtle.ConstantTimeCompare([]byte(list[i].Handle), []byte(handle)) == 1 {
+			target = &list[i]
+			break
+		}
+	}
+	switch {
+	case target == nil:
+		// Ended meanwhile (expired, logged out, ended from another
+		// device), or not one of this user's sessions.
+		sess.AddFlash("That session had already ended.")
+	case target.Current:
+		// The page offers no such button: logging out ends this one.
+		sess.AddFlash("That is the session you are using: to end it, log out.")
+	default:
+		ended, err := a.store.EndSession(r.Context(), name, handle)
+		if err != nil {
+			a.databaseError(w, r, "end session", err)
+			return
+		}
+		if !ended {
+			sess.AddFlash("That session had already ended.")
+			break
+		}
+		device := cmpOr(target.Device, noDevice)
+		a.logger.Info("ended a session", "user", name, "device", device)
+		sess.AddFlash("Signed out " + device + ".")
+	}
+	http.Redirect(w, r, "/sessions", http.StatusSeeOther)
+}
+
+// endOtherSessions serves POST /sessions/end-others: it ends all the
+// user's sessions but the current one ("sign out everywhere else").
+func (a *app) endOtherSessions(w http.ResponseWriter, r *http.Request) {
+	sess, name, ok := a.loggedIn(w, r)
+	if !ok {
+		return
+	}
+	n, err := a.store.EndOtherSessions(r.Context(), name, sess)
+	if err != nil {
+		a.databaseError(w, r, "end other sessions", err)
+		return
+	}
+	a.logger.Info("ended other sessions", "user", name, "count", n)
+	switch n {
+	case 0:
+		sess.AddFlash("There were no other sessions to sign out.")
+	case 1:
+		sess.AddFlash("Signed out 1 other session.")
+	default:
+		sess.AddFlash(fmt.Sprintf("Signed out %d other sessions.", n))
+	}
+	http.Redirect(w, r, "/sessions", http.StatusSeeOther)
+}
