@@ -25,11 +25,12 @@ const (
 	fieldCreatedAt = "createdAt" // when the session was first saved
 	fieldUpdatedAt = "updatedAt" // when it was last saved
 	fieldExpiresAt = "expiresAt" // when it expires: idle and absolute timeouts applied
-	// Present only on sessions tied to an owner (SetOwner): copies, for the
-	// owner index, of the values under OwnerKey and DeviceKey, which the
-	// MAC covers inside data. The store trusts them only once data agrees.
-	fieldOwner  = "owner"
-	fieldDevice = "device"
+	// Present only on sessions tied to an owner (SetOwner), for the owner
+	// index: a keyed digest of the owner (see dataSealer.ownerDigest), never
+	// the owner itself. The owner and the device label live in data, under
+	// the MAC (and the encryption, with a block key); the store trusts a
+	// document's owner only once data agrees.
+	fieldOwner = "owner"
 )
 
 // ownerIndexName is the name of the sparse index {owner: 1}.
@@ -121,28 +122,19 @@ func bsonDate(t time.Time) bson.DateTime { return bson.NewDateTimeFromTime(t) }
 
 func binData(b []byte) bson.Binary { return bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: b} }
 
-// ownership is the owner and device label of a session (SetOwner), as the
-// owner index sees them; the zero value is a session without an owner.
-type ownership struct {
-	owner, device string
-}
-
-// fields returns the owner fields of a document: none without an owner,
-// which then costs nothing in the document or the sparse index.
-func (o ownership) fields() bson.D {
-	if o.owner == "" {
+// ownerField returns the owner field of a document with the owner digest
+// owner: none without an owner, which then costs nothing in the document or
+// the sparse index.
+func ownerField(owner string) bson.D {
+	if owner == "" {
 		return nil
 	}
-	d := bson.D{{Key: fieldOwner, Value: o.owner}}
-	if o.device != "" {
-		d = append(d, bson.E{Key: fieldDevice, Value: o.device})
-	}
-	return d
+	return bson.D{{Key: fieldOwner, Value: owner}}
 }
 
 // newDocument builds the document inserted for a new session, sealed with
-// mac, tied to o's owner if any.
-func newDocument(f sealedFields, mac []byte, o ownership) bson.D {
+// mac, with the owner digest owner ("" for none).
+func newDocument(f sealedFields, mac []byte, owner string) bson.D {
 	return append(bson.D{
 		{Key: fieldID, Value: f.docID},
 		{Key: fieldVersion, Value: int32(f.version)},
@@ -151,32 +143,26 @@ func newDocument(f sealedFields, mac []byte, o ownership) bson.D {
 		{Key: fieldCreatedAt, Value: bsonDate(f.createdAt)},
 		{Key: fieldUpdatedAt, Value: bsonDate(f.updatedAt)},
 		{Key: fieldExpiresAt, Value: bsonDate(f.expiresAt)},
-	}, o.fields()...)
+	}, ownerField(owner)...)
 }
 
 // updateDocument sets new values and times on an existing session, sealed
-// with mac (which covers its unchanged createdAt too). o is the session's
-// ownership now, was what the document holds: the owner fields are written
-// when o has an owner, and removed when only was had one, so a session
-// that never had an owner gets the same command as before owners existed.
-func updateDocument(f sealedFields, mac []byte, o, was ownership) bson.D {
+// with mac (which covers its unchanged createdAt too). owner is the
+// session's owner digest now, was the one the document holds: the owner
+// field is written when there is an owner, and removed when only was had
+// one, so a session that never had an owner gets the same command as
+// before owners existed.
+func updateDocument(f sealedFields, mac []byte, owner, was string) bson.D {
 	set := append(bson.D{
 		{Key: fieldVersion, Value: int32(f.version)},
 		{Key: fieldData, Value: binData(f.data)},
 		{Key: fieldMAC, Value: binData(mac)},
 		{Key: fieldUpdatedAt, Value: bsonDate(f.updatedAt)},
 		{Key: fieldExpiresAt, Value: bsonDate(f.expiresAt)},
-	}, o.fields()...)
+	}, ownerField(owner)...)
 	update := bson.D{{Key: "$set", Value: set}}
-	var unset bson.D
-	if was.owner != "" && o.owner == "" {
-		unset = append(unset, bson.E{Key: fieldOwner, Value: ""})
-	}
-	if was.device != "" && (o.owner == "" || o.device == "") {
-		unset = append(unset, bson.E{Key: fieldDevice, Value: ""})
-	}
-	if unset != nil {
-		update = append(update, bson.E{Key: "$unset", Value: unset})
+	if was != "" && owner == "" {
+		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: fieldOwner, Value: ""}}})
 	}
 	return update
 }
@@ -191,18 +177,22 @@ func liveFilter(docID string, now time.Time) bson.D {
 	return bson.D{{Key: fieldID, Value: docID}, {Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bsonDate(now)}}}}
 }
 
-// ownedFilter matches the sessions of owner, expired or not: the caller
-// checks expiry. (With expiresAt in the filter, DocumentDB intersects the
-// owner index with the expiresAt index's range of every live session: 0.8 s
-// at a million sessions, against 1 ms for the owner alone.)
-func ownedFilter(owner string) bson.D {
-	return bson.D{{Key: fieldOwner, Value: owner}}
+// ownedFilter matches the sessions whose owner digest is one of owners
+// (one per key pair, for key rotation), expired or not: the caller checks
+// expiry. (With expiresAt in the filter, DocumentDB intersects the owner
+// index with the expiresAt index's range of every live session: 0.8 s at a
+// million sessions, against 1 ms for the owner alone.)
+func ownedFilter(owners []string) bson.D {
+	if len(owners) == 1 {
+		return bson.D{{Key: fieldOwner, Value: owners[0]}}
+	}
+	return bson.D{{Key: fieldOwner, Value: bson.D{{Key: "$in", Value: owners}}}}
 }
 
-// othersFilter matches the sessions of owner but the document except (all
-// of them if except is "").
-func othersFilter(owner, except string) bson.D {
-	f := bson.D{{Key: fieldOwner, Value: owner}}
+// othersFilter matches what ownedFilter(owners) matches but the document
+// except (all of it if except is "").
+func othersFilter(owners []string, except string) bson.D {
+	f := ownedFilter(owners)
 	if except != "" {
 		f = append(f, bson.E{Key: fieldID, Value: bson.D{{Key: "$ne", Value: except}}})
 	}
@@ -306,10 +296,11 @@ func (c collection) deleteExpired(ctx context.Context, now time.Time) (int64, er
 // maxOwned bounds how many sessions of one owner a listing reads.
 const maxOwned = 1000
 
-// findOwned returns the documents of owner's sessions, at most maxOwned of
-// them, from the owner index; some may have expired.
-func (c collection) findOwned(ctx context.Context, owner string) ([]bson.Raw, error) {
-	cur, err := c.c.Find(ctx, ownedFilter(owner), options.Find().SetLimit(maxOwned))
+// findOwned returns the documents of the sessions whose owner digest is one
+// of owners, at most maxOwned of them, from the owner index; some may have
+// expired.
+func (c collection) findOwned(ctx context.Context, owners []string) ([]bson.Raw, error) {
+	cur, err := c.c.Find(ctx, ownedFilter(owners), options.Find().SetLimit(maxOwned))
 	if err != nil {
 		return nil, dbError("list sessions", err)
 	}
@@ -323,8 +314,8 @@ func (c collection) findOwned(ctx context.Context, owner string) ([]bson.Raw, er
 	return docs, nil
 }
 
-// deleteOwned deletes the document docID if it belongs to owner, and says
-// whether there was one.
+// deleteOwned deletes the document docID if its owner digest is owner, and
+// says whether there was one.
 func (c collection) deleteOwned(ctx context.Context, owner, docID string) (bool, error) {
 	res, err := c.c.DeleteOne(ctx, bson.D{{Key: fieldID, Value: docID}, {Key: fieldOwner, Value: owner}})
 	if err != nil {
@@ -333,10 +324,10 @@ func (c collection) deleteOwned(ctx context.Context, owner, docID string) (bool,
 	return res.DeletedCount > 0, nil
 }
 
-// deleteOthers deletes the sessions of owner but the document except (all
-// of them if except is ""), and returns how many it deleted.
-func (c collection) deleteOthers(ctx context.Context, owner, except string) (int64, error) {
-	res, err := c.c.DeleteMany(ctx, othersFilter(owner, except))
+// deleteOthers deletes what othersFilter(owners, except) matches, and
+// returns how many it deleted.
+func (c collection) deleteOthers(ctx context.Context, owners []string, except string) (int64, error) {
+	res, err := c.c.DeleteMany(ctx, othersFilter(owners, except))
 	if err != nil {
 		return 0, dbError("end sessions", err)
 	}

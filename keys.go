@@ -127,12 +127,15 @@ type keyPair struct{ hash, block []byte }
 //   - encryption (version 3): AES-256-GCM, its key HKDF-SHA256 of the block
 //     key, info "mongostore document encryption v3".
 //   - session handles (ListSessions): HMAC-SHA256 of the _id, its key
-//     HKDF-SHA256 of the first hash key, info "mongostore session handle v1".
+//     HKDF-SHA256 of the first hash key, info "mongostore session handle v1";
+//   - owner digests (the owner index): HMAC-SHA256 of the owner, its key
+//     HKDF-SHA256 of each hash key, info "mongostore owner index v1".
 const (
 	macKeyLabelV1     = "mongostore v1 document MAC"
 	macKeyInfoV2      = "mongostore document MAC v2"
 	encryptionKeyInfo = "mongostore document encryption v3"
 	handleKeyInfo     = "mongostore session handle v1"
+	ownerKeyInfo      = "mongostore owner index v1"
 )
 
 // sealedFields are the fields of a session document that its MAC covers.
@@ -164,6 +167,10 @@ type dataSealer struct {
 	// handleKey, from the first key pair's hash key, makes the handles of
 	// ListSessions (see handle).
 	handleKey []byte
+	// ownerKeys, one per key pair, make the owner digests of the owner
+	// index (see ownerDigest): the first for new documents, all of them to
+	// find documents written before a key rotation.
+	ownerKeys [][]byte
 }
 
 // newDataSealer derives the document keys from the key pairs.
@@ -177,6 +184,11 @@ func newDataSealer(pairs []keyPair) (*dataSealer, error) {
 			}
 			d.handleKey = key
 		}
+		ownerKey, err := hkdf.Key(sha256.New, p.hash, nil, ownerKeyInfo, sha256.Size)
+		if err != nil {
+			return nil, fmt.Errorf("%w: derive the owner index key: %w", ErrInvalidConfig, err)
+		}
+		d.ownerKeys = append(d.ownerKeys, ownerKey)
 		key, err := hkdf.Key(sha256.New, p.hash, nil, macKeyInfoV2, sha256.Size)
 		if err != nil {
 			return nil, fmt.Errorf("%w: derive the document MAC key: %w", ErrInvalidConfig, err)

@@ -431,7 +431,7 @@ func TestEncryptionAtRest(t *testing.T) {
 func resealed(t *testing.T, f *storeFixture, fields sealedFields) {
 	t.Helper()
 	mac := f.store.sealer.seal(&fields)
-	if _, err := f.coll.ReplaceOne(context.Background(), idFilter(fields.docID), newDocument(fields, mac, ownership{})); err != nil {
+	if _, err := f.coll.ReplaceOne(context.Background(), idFilter(fields.docID), newDocument(fields, mac, "")); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -67,18 +67,27 @@ func SetOwner(session *sessions.Session, owner, device string) {
 // Owner returns the owner and device label SetOwner gave the session; owner
 // is "" if it has none.
 func Owner(session *sessions.Session) (owner, device string) {
-	o := ownershipOf(session.Values)
-	return o.owner, o.device
+	return ownerOf(session.Values)
 }
 
-// ownershipOf returns the ownership the values hold.
-func ownershipOf(values map[any]any) ownership {
-	owner, _ := values[OwnerKey].(string)
+// ownerOf returns the owner and device label session values hold.
+func ownerOf(values map[any]any) (owner, device string) {
+	owner, _ = values[OwnerKey].(string)
 	if owner == "" {
-		return ownership{}
+		return "", ""
 	}
-	device, _ := values[DeviceKey].(string)
-	return ownership{owner: owner, device: device}
+	device, _ = values[DeviceKey].(string)
+	return owner, device
+}
+
+// ownerDigest returns the owner digest a document of a session with these
+// values holds in its owner field: "" for a session without an owner.
+func (s *Store) ownerDigest(values map[any]any) string {
+	owner, _ := ownerOf(values)
+	if owner == "" {
+		return ""
+	}
+	return s.sealer.ownerDigest(s.sealer.ownerKeys[0], owner)
 }
 
 // truncateUTF8 cuts s to at most n bytes without splitting a character.
@@ -98,88 +107,116 @@ type OwnedSession struct {
 	// for its owner.
 	Handle string
 	// Current says this is the session of the request (the current
-	// argument of ListSessions).
+	// argument of ListSessions or EndSession).
 	Current bool
 	// Device is the label given to SetOwner.
 	Device string
 	// CreatedAt is when the session began (at login, with Restart or
 	// RegenerateID), LastActive when it was last saved, and ExpiresAt when
-	// it ends unless it is used again.
+	// it ends unless it is used again. For the current session they are
+	// what Store.Times says: as they stand once the request is done.
 	CreatedAt, LastActive, ExpiresAt time.Time
 }
 
 // ListSessions returns the live sessions of owner, the most recently active
-// first: one find {owner} on the owner index (expiry is checked on what
-// comes back). current, if not nil, is the session
-// of the request, marked Current in the list. Only sessions whose stored
-// values name owner are listed (the owner field of a document is a copy
-// for the index, trusted only once the values, authenticated by the
-// document's MAC, agree), and never an expired one. Errors wrap
-// ErrDatabase.
+// first: one find on the owner index (expiry is checked on what comes
+// back). current, if not nil, is the session of the request, marked
+// Current in the list. Only sessions whose stored values name owner are
+// listed (the index holds a keyed digest of the owner, trusted only once
+// the values, authenticated by the document's MAC, agree), and never an
+// expired one. Errors wrap ErrDatabase.
 func (s *Store) ListSessions(ctx context.Context, owner string, current *sessions.Session) ([]OwnedSession, error) {
 	if owner == "" {
 		return nil, nil
 	}
 	ctx, cancel := s.opContext(ctx, false)
 	defer cancel()
-	now := s.cfg.Now()
-	docs, err := s.coll.findOwned(ctx, owner)
+	docs, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner))
 	if err != nil {
 		return nil, err
 	}
-	currentID := s.documentOf(current)
 	var out []OwnedSession
 	for _, raw := range docs {
-		docID, ok := bson.Raw(raw).Lookup(fieldID).StringValueOK()
-		if !ok {
-			continue
+		if info, _, ok := s.ownedSession(ctx, raw, owner, current); ok {
+			out = append(out, info)
 		}
-		doc, _, values, err := s.decodeStored(docID, raw)
-		if err != nil {
-			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: listing sessions: skipping an unreadable session",
-				slog.String("error", err.Error()))
-			continue
-		}
-		o := ownershipOf(values)
-		if o.owner != owner || !doc.expiresAt.After(now) {
-			continue
-		}
-		out = append(out, OwnedSession{
-			Handle:     s.sealer.handle(docID),
-			Current:    docID == currentID,
-			Device:     o.device,
-			CreatedAt:  doc.createdAt,
-			LastActive: doc.updatedAt,
-			ExpiresAt:  doc.expiresAt,
-		})
 	}
 	slices.SortFunc(out, func(a, b OwnedSession) int { return b.LastActive.Compare(a.LastActive) })
 	return out, nil
 }
 
+// ownedSession describes the stored session raw for owner's list, and
+// returns its _id. ok is false if raw is not a live session of owner's:
+// unreadable (logged), expired, or with values naming someone else.
+func (s *Store) ownedSession(ctx context.Context, raw bson.Raw, owner string, current *sessions.Session) (info OwnedSession, docID string, ok bool) {
+	docID, ok = raw.Lookup(fieldID).StringValueOK()
+	if !ok {
+		return info, "", false
+	}
+	doc, _, values, err := s.decodeStored(docID, raw)
+	if err != nil {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: listing sessions: skipping an unreadable session",
+			slog.String("error", err.Error()))
+		return info, docID, false
+	}
+	o, device := ownerOf(values)
+	if o != owner || !doc.expiresAt.After(s.cfg.Now()) {
+		return info, docID, false
+	}
+	info = OwnedSession{
+		Handle:     s.sealer.handle(docID),
+		Device:     device,
+		CreatedAt:  doc.createdAt,
+		LastActive: doc.updatedAt,
+		ExpiresAt:  doc.expiresAt,
+	}
+	if docID == s.documentOf(current) {
+		info.Current = true
+		if t, ok := s.Times(current); ok {
+			info.CreatedAt, info.LastActive, info.ExpiresAt = t.CreatedAt, t.UpdatedAt, t.ExpiresAt
+		}
+	}
+	return info, docID, true
+}
+
 // EndSession ends the session of owner named by handle (from
-// ListSessions), and reports whether there was such a session. Ended means
+// ListSessions) and returns what it ended, with ended true. Ended means
 // deleted: the device's next request gets a fresh session, and a save
 // already under way there fails with ErrSessionGone instead of bringing it
-// back. A handle of another owner's session ends nothing. Errors wrap
-// ErrDatabase.
-func (s *Store) EndSession(ctx context.Context, owner, handle string) (bool, error) {
+// back. The session of the request itself (current, if not nil) is not
+// ended this way, since the request's own save would then fail: ended is
+// false and the session returned has Current set; log out instead
+// (Options.MaxAge = -1). A handle that names no live session of owner's
+// (ended meanwhile, or another owner's) ends nothing: ended is false and
+// the session returned is zero. One find on the owner index and one delete
+// by _id. Errors wrap ErrDatabase.
+func (s *Store) EndSession(ctx context.Context, owner, handle string, current *sessions.Session) (session OwnedSession, ended bool, err error) {
 	if owner == "" || handle == "" {
-		return false, nil
+		return OwnedSession{}, false, nil
 	}
 	ctx, cancel := s.opContext(ctx, false)
 	defer cancel()
-	docs, err := s.coll.findOwned(ctx, owner)
+	docs, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner))
 	if err != nil {
-		return false, err
+		return OwnedSession{}, false, err
 	}
 	for _, raw := range docs {
-		docID, ok := bson.Raw(raw).Lookup(fieldID).StringValueOK()
-		if ok && hmac.Equal([]byte(s.sealer.handle(docID)), []byte(handle)) {
-			return s.coll.deleteOwned(ctx, owner, docID)
+		docID, ok := raw.Lookup(fieldID).StringValueOK()
+		if !ok || !hmac.Equal([]byte(s.sealer.handle(docID)), []byte(handle)) {
+			continue
 		}
+		info, _, ok := s.ownedSession(ctx, raw, owner, current)
+		if !ok || info.Current {
+			return info, false, nil
+		}
+		digest, _ := raw.Lookup(fieldOwner).StringValueOK()
+		ended, err := s.coll.deleteOwned(ctx, digest, docID)
+		if !ended {
+			info = OwnedSession{}
+		}
+		return info, ended, err
 	}
-	return false, nil
+	return OwnedSession{}, false, nil
 }
 
 // EndOtherSessions ends every session of owner except current ("sign out
@@ -192,7 +229,7 @@ func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *ses
 	}
 	ctx, cancel := s.opContext(ctx, false)
 	defer cancel()
-	return s.coll.deleteOthers(ctx, owner, s.documentOf(current))
+	return s.coll.deleteOthers(ctx, s.sealer.ownerDigests(owner), s.documentOf(current))
 }
 
 // EndAllSessions ends every session of owner, for example after a password
@@ -238,13 +275,33 @@ func (s *Store) ensureOwnerIndex(ctx context.Context) error {
 	return err
 }
 
-// handleLength is the length in bytes of a session handle's MAC.
-const handleLength = 16
+// digestLength is the length in bytes of a session handle's or an owner
+// digest's MAC: 128 bits.
+const digestLength = 16
 
-// handle returns the handle of document docID: a truncated HMAC under a key
-// of its own, base64url-encoded.
-func (d *dataSealer) handle(docID string) string {
-	m := hmac.New(sha256.New, d.handleKey)
-	m.Write([]byte(docID))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:handleLength])
+// digest returns the HMAC-SHA256 of s under key, truncated to digestLength
+// bytes and base64url-encoded.
+func digest(key []byte, s string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(s))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:digestLength])
+}
+
+// handle returns the handle of document docID: a keyed digest of it.
+func (d *dataSealer) handle(docID string) string { return digest(d.handleKey, docID) }
+
+// ownerDigest returns what the owner field of a document of owner's holds
+// under the owner key key: a keyed digest, so that the database never holds
+// the owner (nor can a dump be searched for one without the app's keys).
+func (d *dataSealer) ownerDigest(key []byte, owner string) string { return digest(key, owner) }
+
+// ownerDigests returns owner's digests under every key pair's owner key,
+// the current one first: documents saved before a key rotation hold an
+// older one until their next save.
+func (d *dataSealer) ownerDigests(owner string) []string {
+	out := make([]string, len(d.ownerKeys))
+	for i, k := range d.ownerKeys {
+		out[i] = d.ownerDigest(k, owner)
+	}
+	return out
 }

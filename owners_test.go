@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -77,8 +78,9 @@ func TestOwnedSessions(t *testing.T) {
 		t.Fatalf("ada's sessions %q, want %q (newest first, current marked)", got, want)
 	}
 	filters := commandFilters(t, f.cmds)["find"]
-	if len(filters) != 2 || filters[1].String() != `{"owner": "ada"}` {
-		t.Fatalf("find filters %v, want the request's load and one {owner: ada}", filters)
+	want, _ := bson.Marshal(bson.D{{Key: fieldOwner, Value: f.store.sealer.ownerDigest(f.store.sealer.ownerKeys[0], "ada")}})
+	if len(filters) != 2 || !bytes.Equal(filters[1], want) {
+		t.Fatalf("find filters %v, want the request's load and one {owner: digest of ada}", filters)
 	}
 	first := list[2]
 	if !first.CreatedAt.Equal(clock.Now().Add(-2*time.Minute).Truncate(time.Millisecond)) || !first.ExpiresAt.After(first.LastActive) {
@@ -96,19 +98,37 @@ func TestOwnedSessions(t *testing.T) {
 		t.Fatalf("ListSessions(nobody) = %v, %v", got, err)
 	}
 
-	// A handle ends its session for its owner only.
+	// A handle ends its session for its owner only, and never the
+	// request's own.
 	phoneHandle := list[1].Handle
-	if ended, err := f.store.EndSession(context.Background(), "bob", phoneHandle); err != nil || ended {
-		t.Fatalf("bob ending ada's session: %v, %v; want nothing ended", ended, err)
+	laptopSession := sessionOf(t, f, laptop)
+	for _, tc := range []struct {
+		owner, handle string
+		current       *sessions.Session
+		want          OwnedSession // Device and Current
+	}{
+		{"bob", phoneHandle, nil, OwnedSession{}},
+		{"ada", "made-up-handle", nil, OwnedSession{}},
+		{"ada", first.Handle, laptopSession, OwnedSession{Device: "Firefox on Linux", Current: true}},
+	} {
+		got, ended, err := f.store.EndSession(context.Background(), tc.owner, tc.handle, tc.current)
+		if err != nil || ended || got.Device != tc.want.Device || got.Current != tc.want.Current {
+			t.Fatalf("EndSession(%s, %s) = %+v, %v, %v; want nothing ended, %+v", tc.owner, tc.handle, got, ended, err, tc.want)
+		}
 	}
-	if ended, err := f.store.EndSession(context.Background(), "ada", "made-up-handle"); err != nil || ended {
-		t.Fatalf("EndSession with a made-up handle: %v, %v", ended, err)
+	f.cmds.reset()
+	got, ended, err := f.store.EndSession(context.Background(), "ada", phoneHandle, laptopSession)
+	if err != nil || !ended || got.Device != "Safari on iPhone" || got.Current {
+		t.Fatalf("EndSession = %+v, %v, %v; want the phone's session ended", got, ended, err)
 	}
-	if ended, err := f.store.EndSession(context.Background(), "ada", phoneHandle); err != nil || !ended {
-		t.Fatalf("EndSession: %v, %v", ended, err)
+	if got := mwCommandNames(f.cmds); !slices.Equal(got, []string{"find", "delete"}) {
+		t.Fatalf("EndSession sent %q, want one find and one delete", got)
 	}
 	if s, _ := load(t, f, phone); !s.IsNew {
 		t.Fatal("the ended session still loads on its device")
+	}
+	if _, ended, _ := f.store.EndSession(context.Background(), "ada", phoneHandle, nil); ended {
+		t.Fatal("an ended session was ended twice")
 	}
 
 	// A save already under way on a device cannot bring its session back.
@@ -196,8 +216,9 @@ func TestOwnerFieldsFollowTheValues(t *testing.T) {
 		t.Fatalf("the save of a session without an owner sends %s", upd)
 	}
 
-	// Owner set later, changed, then removed.
-	for _, step := range []struct{ owner, device string }{{"ada", "laptop"}, {"ada", ""}, {"", ""}} {
+	// Owner set later, changed, then removed. The document holds a keyed
+	// digest of the owner, never the owner or the device label.
+	for _, step := range []struct{ owner, device string }{{"ada", "laptop"}, {"ada", ""}, {"grace", "phone"}, {"", ""}} {
 		b.do(func(w http.ResponseWriter, r *http.Request) {
 			s, _ := f.store.Get(r, testSessionName)
 			SetOwner(s, step.owner, step.device)
@@ -206,10 +227,16 @@ func TestOwnerFieldsFollowTheValues(t *testing.T) {
 			}
 		})
 		raw := stored(id)
-		owner, _ := raw.Lookup(fieldOwner).StringValueOK()
-		device, _ := raw.Lookup(fieldDevice).StringValueOK()
-		if owner != step.owner || device != step.device {
-			t.Fatalf("after SetOwner(%q, %q): fields owner %q, device %q", step.owner, step.device, owner, device)
+		field, _ := raw.Lookup(fieldOwner).StringValueOK()
+		want := ""
+		if step.owner != "" {
+			want = f.store.sealer.ownerDigest(f.store.sealer.ownerKeys[0], step.owner)
+		}
+		if field != want || (step.owner != "" && strings.Contains(raw.String(), step.owner)) {
+			t.Fatalf("after SetOwner(%q, %q): owner field %q, want %q, and no owner in %s", step.owner, step.device, field, want, raw)
+		}
+		if _, err := raw.LookupErr("device"); err == nil {
+			t.Fatal("the document holds a device field")
 		}
 		if s, _ := load(t, f, b); func() bool { o, d := Owner(s); return o != step.owner || d != step.device }() {
 			t.Fatalf("after SetOwner(%q, %q): Owner says otherwise", step.owner, step.device)
@@ -218,8 +245,9 @@ func TestOwnerFieldsFollowTheValues(t *testing.T) {
 
 	// The owner field alone proves nothing: the values, under the MAC, decide.
 	bob, bobID := loginAs(t, f, "bob", "bob's phone")
+	adaDigest := f.store.sealer.ownerDigest(f.store.sealer.ownerKeys[0], "ada")
 	if _, err := f.coll.UpdateOne(context.Background(), bson.D{{Key: fieldID, Value: f.store.hasher.docID(bobID)}},
-		bson.D{{Key: "$set", Value: bson.D{{Key: fieldOwner, Value: "ada"}}}}); err != nil {
+		bson.D{{Key: "$set", Value: bson.D{{Key: fieldOwner, Value: adaDigest}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if list, _ := f.store.ListSessions(context.Background(), "ada", nil); len(list) != 0 {
@@ -288,7 +316,8 @@ func TestOwnerIndex(t *testing.T) {
 		}
 		return res.String()
 	}
-	for _, filter := range []bson.D{ownedFilter("ada"), othersFilter("ada", "some-id")} {
+	digests := store.sealer.ownerDigests("ada")
+	for _, filter := range []bson.D{ownedFilter(digests), othersFilter(digests, "some-id"), ownedFilter([]string{"a", "b"})} {
 		plan := explain(filter)
 		switch {
 		case testServerKind == "embedded":
@@ -333,4 +362,38 @@ func TestOwnedSessionsExpire(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("expiry by %s removed the owned session", f.store.ExpiryMode())
+}
+
+// TestOwnedSessionsAcrossKeyRotation checks that sessions saved before a key
+// rotation are still listed and ended (their owner digest is the old key's
+// until their next save, which moves it to the new key's).
+func TestOwnedSessionsAcrossKeyRotation(t *testing.T) {
+	old := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey)
+	b, id := loginAs(t, old, "ada", "laptop")
+	rotated, err := NewStore(context.Background(), old.coll, Config{Expiry: ExpiryNone}, otherHashKey, nil, testHashKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rotated.Close()
+	f := &storeFixture{store: rotated, coll: old.coll, cmds: old.cmds, logs: old.logs}
+	if got := devices(listFrom(t, f, b, "ada")); !slices.Equal(got, []string{"laptop*"}) {
+		t.Fatalf("after the rotation: %q, want the session saved under the old key", got)
+	}
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := rotated.Get(r, testSessionName)
+		s.Values["seen"] = true
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	raw, err := f.coll.FindOne(context.Background(), bson.D{{Key: fieldID, Value: rotated.hasher.docID(id)}}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := raw.Lookup(fieldOwner).StringValueOK(); got != rotated.sealer.ownerDigests("ada")[0] {
+		t.Fatalf("owner field %q after a save with the new key, want the new key's digest", got)
+	}
+	if n, err := rotated.EndAllSessions(context.Background(), "ada"); err != nil || n != 1 {
+		t.Fatalf("EndAllSessions = %d, %v", n, err)
+	}
 }

@@ -197,7 +197,7 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, id, cookie 
 		expiresAt: doc.expiresAt,
 		encoded:   encoded,
 		options:   *session.Options,
-		owned:     ownershipOf(values),
+		owner:     s.ownerDigest(values),
 		cookie:    cookie,
 	})
 	return nil
@@ -292,8 +292,8 @@ func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessio
 		f := sealedFields{docID: st.docID, createdAt: st.createdAt, updatedAt: now, expiresAt: expiresAt,
 			data: s.sealer.wrap(st.docID, data)}
 		mac := s.sealer.seal(&f)
-		owned := ownershipOf(session.Values)
-		if err := s.update(ctx, st.docID, updateDocument(f, mac, owned, st.owned), s.cfg.Now(), st.expiresAt); err != nil {
+		owner := s.ownerDigest(session.Values)
+		if err := s.update(ctx, st.docID, updateDocument(f, mac, owner, st.owner), s.cfg.Now(), st.expiresAt); err != nil {
 			return err
 		}
 		if st.cookie == "" {
@@ -301,7 +301,7 @@ func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessio
 				return err
 			}
 		}
-		st.savedAt, st.expiresAt, st.encoded, st.options, st.owned = now, expiresAt, data, *session.Options, owned
+		st.savedAt, st.expiresAt, st.encoded, st.options, st.owner = now, expiresAt, data, *session.Options, owner
 		s.states.set(session, st)
 		s.setCookie(w, session, st.cookie, expiresAt, now)
 		return nil
@@ -357,8 +357,8 @@ func (s *Store) insert(ctx context.Context, w http.ResponseWriter, session *sess
 	expiresAt := s.expiresAt(session.Options, now, now)
 	f := sealedFields{docID: docID, createdAt: now, updatedAt: now, expiresAt: expiresAt, data: s.sealer.wrap(docID, data)}
 	mac := s.sealer.seal(&f)
-	owned := ownershipOf(session.Values)
-	if err := s.coll.insert(ctx, newDocument(f, mac, owned)); err != nil {
+	owner := s.ownerDigest(session.Values)
+	if err := s.coll.insert(ctx, newDocument(f, mac, owner)); err != nil {
 		return err
 	}
 	session.ID = id
@@ -369,7 +369,7 @@ func (s *Store) insert(ctx context.Context, w http.ResponseWriter, session *sess
 		expiresAt: expiresAt,
 		encoded:   data,
 		options:   *session.Options,
-		owned:     owned,
+		owner:     owner,
 		cookie:    cookie,
 	})
 	s.setCookie(w, session, cookie, expiresAt, now)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"crypto/subtle"
 	"fmt"
 	"net/http"
 	"slices"
@@ -66,14 +65,6 @@ func (a *app) sessionList(w http.ResponseWriter, r *http.Request) {
 		}
 		if !s.Current {
 			page.Others++
-			continue
-		}
-		// The list has the current session as stored before this request,
-		// which the middleware may be about to save (the flashes were
-		// taken, or its expiry is due to slide): Times says what the
-		// document holds once the request is done.
-		if times, ok := a.store.Times(sess); ok {
-			list[i].LastActive, list[i].ExpiresAt = times.UpdatedAt, times.ExpiresAt
 		}
 	}
 	// This device first, then the others, the most recently used first
@@ -108,37 +99,19 @@ func (a *app) endSession(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "Bad request: no session handle", http.StatusBadRequest)
 		return
 	}
-	// The flash message names the device, which only the list tells.
-	list, err := a.store.ListSessions(r.Context(), name, sess)
-	if err != nil {
-		a.databaseError(w, r, "end session: list sessions", err)
-		return
-	}
-	var target *mongostore.OwnedSession
-	for i := range list {
-		if subtle.ConstantTimeCompare([]byte(list[i].Handle), []byte(handle)) == 1 {
-			target = &list[i]
-			break
-		}
-	}
+	target, ended, err := a.store.EndSession(r.Context(), name, handle, sess)
 	switch {
-	case target == nil:
-		// Ended meanwhile (expired, logged out, ended from another
-		// device), or not one of this user's sessions.
-		sess.AddFlash("That session had already ended.")
+	case err != nil:
+		a.databaseError(w, r, "end session", err)
+		return
 	case target.Current:
 		// The page offers no such button: logging out ends this one.
 		sess.AddFlash("That is the session you are using: to end it, log out.")
+	case !ended:
+		// Ended meanwhile (expired, logged out, ended from another
+		// device), or not one of this user's sessions.
+		sess.AddFlash("That session had already ended.")
 	default:
-		ended, err := a.store.EndSession(r.Context(), name, handle)
-		if err != nil {
-			a.databaseError(w, r, "end session", err)
-			return
-		}
-		if !ended {
-			sess.AddFlash("That session had already ended.")
-			break
-		}
 		device := cmpOr(target.Device, noDevice)
 		a.logger.Info("ended a session", "user", name, "device", device)
 		sess.AddFlash("Signed out " + device + ".")
