@@ -118,22 +118,39 @@ type expiresAtIndex struct {
 	plain bool
 }
 
-// setupExpiry prepares the collection for the configured expiry mode and
-// returns the mode in effect.
-func (s *Store) setupExpiry(ctx context.Context) (ExpiryMode, error) {
-	switch s.cfg.Expiry {
-	case ExpiryNone:
+// setupIndexes lists the collection's indexes once, makes sure the ones
+// the configured expiry mode needs exist (setupExpiry), and the owner index
+// (ensureOwnerIndex), and returns the expiry mode in effect. ExpiryNone
+// sends no command at all.
+func (s *Store) setupIndexes(ctx context.Context) (ExpiryMode, error) {
+	if s.cfg.Expiry == ExpiryNone {
 		return ExpiryNone, nil
+	}
+	specs, err := s.coll.indexSpecs(ctx)
+	if err != nil {
+		return s.cfg.Expiry, err
+	}
+	mode, err := s.setupExpiry(ctx, specs)
+	if err != nil {
+		return mode, err
+	}
+	return mode, s.ensureOwnerIndex(ctx, specs)
+}
+
+// setupExpiry prepares the collection, whose indexes are specs, for the
+// configured expiry mode (not ExpiryNone) and returns the mode in effect.
+func (s *Store) setupExpiry(ctx context.Context, specs []bson.Raw) (ExpiryMode, error) {
+	switch s.cfg.Expiry {
 	case ExpiryGC:
-		return ExpiryGC, s.ensurePlainIndex(ctx)
+		return ExpiryGC, s.ensurePlainIndex(ctx, specs)
 	case ExpiryTTL:
-		return ExpiryTTL, s.explainTTLRefusal(s.ensureTTLIndex(ctx))
+		return ExpiryTTL, s.explainTTLRefusal(s.ensureTTLIndex(ctx, specs))
 	default: // ExpiryAuto
-		err := s.ensureTTLIndex(ctx)
+		err := s.ensureTTLIndex(ctx, specs)
 		if errors.Is(err, ErrTTLUnsupported) {
 			s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: server refuses TTL indexes; expired sessions are deleted by the GC goroutine",
 				slog.String("collection", s.coll.c.Name()), slog.Duration("interval", s.cfg.GCInterval))
-			return ExpiryGC, s.ensurePlainIndex(ctx)
+			return ExpiryGC, s.ensurePlainIndex(ctx, specs) // the refused TTL index created nothing
 		}
 		if err == nil {
 			s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: expired sessions are deleted by the server's TTL index",
@@ -156,19 +173,16 @@ func (s *Store) explainTTLRefusal(err error) error {
 // ensureTTLIndex makes sure a TTL index {expiresAt: 1} with
 // expireAfterSeconds 0 exists: it creates it, or brings an existing index on
 // expiresAt in line with collMod, or replaces the store's own plain index
-// where collMod cannot.
-func (s *Store) ensureTTLIndex(ctx context.Context) error {
-	idx, err := s.findExpiresAtIndex(ctx)
-	if err != nil {
-		return err
-	}
+// where collMod cannot. specs are the collection's indexes.
+func (s *Store) ensureTTLIndex(ctx context.Context, specs []bson.Raw) error {
+	idx := findExpiresAtIndex(specs)
 	if idx == nil {
 		return s.createTTLIndex(ctx)
 	}
 	if idx.ttl != nil && *idx.ttl == ttlExpireAfterSeconds {
 		return nil
 	}
-	err = s.coll.setTTL(ctx, idx.name)
+	err := s.coll.setTTL(ctx, idx.name)
 	if err != nil && idx.plain && !unsupported(err) {
 		// MongoDB before 5.1, and DocumentDB, cannot turn a plain index into a
 		// TTL index. This one is the store's own, from an earlier start in GC
@@ -227,23 +241,17 @@ func (s *Store) collModError(idx *expiresAtIndex, err error) error {
 
 // ensurePlainIndex makes sure some index on expiresAt exists, so that GC
 // sweeps do not scan the collection on servers that plan queries. Any
-// existing one will do.
-func (s *Store) ensurePlainIndex(ctx context.Context) error {
-	idx, err := s.findExpiresAtIndex(ctx)
-	if err != nil || idx != nil {
-		return err
+// existing one will do. specs are the collection's indexes.
+func (s *Store) ensurePlainIndex(ctx context.Context, specs []bson.Raw) error {
+	if findExpiresAtIndex(specs) != nil {
+		return nil
 	}
 	return s.coll.createExpiresAtIndex(ctx, false)
 }
 
-// findExpiresAtIndex returns the collection's single-field index on
-// expiresAt, preferring one with expireAfterSeconds 0, or nil if there is
-// none.
-func (s *Store) findExpiresAtIndex(ctx context.Context) (*expiresAtIndex, error) {
-	specs, err := s.coll.indexSpecs(ctx)
-	if err != nil {
-		return nil, err
-	}
+// findExpiresAtIndex returns the single-field index on expiresAt among
+// specs, preferring one with expireAfterSeconds 0, or nil if there is none.
+func findExpiresAtIndex(specs []bson.Raw) *expiresAtIndex {
 	var found *expiresAtIndex
 	for _, spec := range specs {
 		idx, ok := parseExpiresAtIndex(spec)
@@ -254,7 +262,7 @@ func (s *Store) findExpiresAtIndex(ctx context.Context) (*expiresAtIndex, error)
 			found = idx
 		}
 	}
-	return found, nil
+	return found
 }
 
 // parseExpiresAtIndex returns the index described by spec if it is a

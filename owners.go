@@ -253,20 +253,17 @@ func (s *Store) documentOf(session *sessions.Session) string {
 	return st.docID
 }
 
-// ensureOwnerIndex makes sure the sparse index {owner: 1} exists. A server
-// that cannot create it (or, like FerretDB v1, ignores sparse and uses no
-// index but _id's anyway) still lists and ends sessions, by a scan.
-func (s *Store) ensureOwnerIndex(ctx context.Context) error {
-	specs, err := s.coll.indexSpecs(ctx)
-	if err != nil {
-		return err
-	}
+// ensureOwnerIndex makes sure the sparse index {owner: 1} exists among
+// specs, the collection's indexes. A server that cannot create it (or, like
+// FerretDB v1, ignores sparse and uses no index but _id's anyway) still
+// lists and ends sessions, by a scan.
+func (s *Store) ensureOwnerIndex(ctx context.Context, specs []bson.Raw) error {
 	for _, spec := range specs {
 		if name, _ := spec.Lookup("name").StringValueOK(); name == ownerIndexName {
 			return nil
 		}
 	}
-	err = s.coll.createOwnerIndex(ctx)
+	err := s.coll.createOwnerIndex(ctx)
 	if unsupported(err) {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: server refuses the owner index; listing a user's sessions scans the collection",
 			slog.String("collection", s.coll.c.Name()), slog.String("error", err.Error()))

@@ -304,6 +304,9 @@ func TestOwnerIndex(t *testing.T) {
 	if n := len(slices.DeleteFunc(cmds.named("createIndexes"), func(c bson.Raw) bool { return !isOwnerIndexCommand(c) })); n != 0 {
 		t.Fatalf("a second start created the owner index again (%d commands)", n)
 	}
+	if n := len(cmds.named("listIndexes")); n != 1 {
+		t.Fatalf("a start listed the indexes %d times, want once for the expiry and owner indexes", n)
+	}
 
 	// Listing and ending use it where the server plans queries.
 	explain := func(filter bson.D) string {

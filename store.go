@@ -86,13 +86,8 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 	}
 	setupCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
-	if s.expiry, err = s.setupExpiry(setupCtx); err != nil {
+	if s.expiry, err = s.setupIndexes(setupCtx); err != nil {
 		return nil, err
-	}
-	if s.expiry != ExpiryNone { // which sends no command at all
-		if err := s.ensureOwnerIndex(setupCtx); err != nil {
-			return nil, err
-		}
 	}
 	s.life, s.closeLife = context.WithCancel(context.WithoutCancel(ctx))
 	if s.expiry == ExpiryGC {
