@@ -287,7 +287,7 @@ func (a *app) home(w http.ResponseWriter, r *http.Request) {
 	sess := mongostore.Session(r, a.sessionName)
 	name, ok := sess.Values[userKey].(string)
 	if !ok {
-		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		a.toLogin(w, r, sess)
 		return
 	}
 	flashes := stringFlashes(sess)
@@ -319,6 +319,17 @@ func (a *app) home(w http.ResponseWriter, r *http.Request) {
 }
 
 // logout serves POST /logout.
+// toLogin answers a request that needs a logged-in session, which sess is
+// not, with a redirect to the login form. When the request carried a
+// session cookie that led to no session, the form says why: the session
+// expired, or was signed out from another device.
+func (a *app) toLogin(w http.ResponseWriter, r *http.Request, sess *sessions.Session) {
+	if _, err := r.Cookie(a.sessionName); err == nil && sess.IsNew {
+		a.addFlashCookie(w, r, "Your session has ended: it expired, or was signed out from another device. Please log in again.")
+	}
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
 func (a *app) logout(w http.ResponseWriter, r *http.Request) {
 	sess := mongostore.Session(r, a.sessionName)
 	if name, ok := sess.Values[userKey].(string); ok {

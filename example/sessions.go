@@ -33,7 +33,7 @@ func (a *app) loggedIn(w http.ResponseWriter, r *http.Request) (sess *sessions.S
 	sess = mongostore.Session(r, a.sessionName)
 	name, ok = sess.Values[userKey].(string)
 	if !ok {
-		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		a.toLogin(w, r, sess)
 	}
 	return sess, name, ok
 }

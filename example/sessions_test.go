@@ -242,8 +242,11 @@ func TestSessionsListAndEnd(t *testing.T) {
 		t.Error("the flash message is shown twice")
 	}
 
-	// Browser 2's next request is anonymous.
+	// Browser 2's next request is anonymous, and the login form says why.
 	wantStatus(t, "GET / (browser 2, its session ended)", b2.get("/"), http.StatusSeeOther, "/login")
+	login := b2.get("/login")
+	wantStatus(t, "GET /login (browser 2)", login, http.StatusOK, "")
+	wantFlash(t, login, "Your session has ended: it expired, or was signed out from another device. Please log in again.")
 	wantStatus(t, "GET /sessions (browser 2, its session ended)", b2.get("/sessions"), http.StatusSeeOther, "/login")
 	wantStatus(t, "GET / (browser 1)", b1.get("/"), http.StatusOK, "")
 	if n := app.countSessions(t); n != 1 {
@@ -317,7 +320,12 @@ func TestSessionsLoggedOut(t *testing.T) {
 	}
 	b.login("demo", "demo")
 	wantStatus(t, "POST /logout", b.post("/logout", nil), http.StatusSeeOther, "/login")
+	b.get("/login") // takes the logout's message
 	check("after logout")
+	// A logout removes the cookie: no "session has ended" afterwards.
+	if r := b.get("/login"); strings.Contains(r.body, "Your session has ended") {
+		t.Errorf("after a logout the login form says the session ended:\n%s", r.body)
+	}
 }
 
 // TestSessionsOtherUsersHandle checks that a user cannot end another
