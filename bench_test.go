@@ -155,7 +155,7 @@ func (e *benchEnv) driverUpdate(b *testing.B, ctx context.Context) {
 	now := time.Now()
 	e.n++
 	f := sealedFields{version: documentVersion, docID: e.docID, updatedAt: now, expiresAt: now.Add(24 * time.Hour), data: e.data[e.n%2]}
-	raw, err := e.coll.FindOneAndUpdate(ctx, idFilter(e.docID), updateDocument(f, e.mac[e.n%2], "", ""),
+	raw, err := e.coll.FindOneAndUpdate(ctx, idFilter(e.docID), updateDocument(f, e.mac[e.n%2], "", false),
 		options.FindOneAndUpdate().SetReturnDocument(options.Before)).Raw()
 	if err != nil || len(raw) == 0 {
 		b.Fatalf("FindOneAndUpdate: %v", err)

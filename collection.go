@@ -148,11 +148,11 @@ func newDocument(f sealedFields, mac []byte, owner string) bson.D {
 
 // updateDocument sets new values and times on an existing session, sealed
 // with mac (which covers its unchanged createdAt too). owner is the
-// session's owner digest now, was the one the document holds: the owner
-// field is written when there is an owner, and removed when only was had
-// one, so a session that never had an owner gets the same command as
-// before owners existed.
-func updateDocument(f sealedFields, mac []byte, owner, was string) bson.D {
+// session's owner digest now ("" for none), wasOwned whether the document
+// has an owner field: the field is written when there is an owner, and
+// removed when only the document had one, so a session that never had an
+// owner gets the same command as before owners existed.
+func updateDocument(f sealedFields, mac []byte, owner string, wasOwned bool) bson.D {
 	set := append(bson.D{
 		{Key: fieldVersion, Value: int32(f.version)},
 		{Key: fieldData, Value: binData(f.data)},
@@ -161,7 +161,7 @@ func updateDocument(f sealedFields, mac []byte, owner, was string) bson.D {
 		{Key: fieldExpiresAt, Value: bsonDate(f.expiresAt)},
 	}, ownerField(owner)...)
 	update := bson.D{{Key: "$set", Value: set}}
-	if was != "" && owner == "" {
+	if wasOwned && owner == "" {
 		update = append(update, bson.E{Key: "$unset", Value: bson.D{{Key: fieldOwner, Value: ""}}})
 	}
 	return update

@@ -80,6 +80,12 @@ func ownerOf(values map[any]any) (owner, device string) {
 	return owner, device
 }
 
+// hasOwner reports whether session values tie the session to an owner.
+func hasOwner(values map[any]any) bool {
+	owner, _ := ownerOf(values)
+	return owner != ""
+}
+
 // ownerDigest returns the owner digest a document of a session with these
 // values holds in its owner field: "" for a session without an owner.
 func (s *Store) ownerDigest(values map[any]any) string {
@@ -137,7 +143,7 @@ func (s *Store) ListSessions(ctx context.Context, owner string, current *session
 	}
 	var out []OwnedSession
 	for _, raw := range docs {
-		if info, _, ok := s.ownedSession(ctx, raw, owner, current); ok {
+		if info, ok := s.ownedSession(ctx, raw, owner, current); ok {
 			out = append(out, info)
 		}
 	}
@@ -145,23 +151,23 @@ func (s *Store) ListSessions(ctx context.Context, owner string, current *session
 	return out, nil
 }
 
-// ownedSession describes the stored session raw for owner's list, and
-// returns its _id. ok is false if raw is not a live session of owner's:
-// unreadable (logged), expired, or with values naming someone else.
-func (s *Store) ownedSession(ctx context.Context, raw bson.Raw, owner string, current *sessions.Session) (info OwnedSession, docID string, ok bool) {
-	docID, ok = raw.Lookup(fieldID).StringValueOK()
+// ownedSession describes the stored session raw for owner's list. ok is
+// false if raw is not a live session of owner's: unreadable (logged),
+// expired, or with values naming someone else.
+func (s *Store) ownedSession(ctx context.Context, raw bson.Raw, owner string, current *sessions.Session) (info OwnedSession, ok bool) {
+	docID, ok := raw.Lookup(fieldID).StringValueOK()
 	if !ok {
-		return info, "", false
+		return info, false
 	}
 	doc, _, values, err := s.decodeStored(docID, raw)
 	if err != nil {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: listing sessions: skipping an unreadable session",
 			slog.String("error", err.Error()))
-		return info, docID, false
+		return info, false
 	}
 	o, device := ownerOf(values)
 	if o != owner || !doc.expiresAt.After(s.cfg.Now()) {
-		return info, docID, false
+		return info, false
 	}
 	info = OwnedSession{
 		Handle:     s.sealer.handle(docID),
@@ -176,7 +182,7 @@ func (s *Store) ownedSession(ctx context.Context, raw bson.Raw, owner string, cu
 			info.CreatedAt, info.LastActive, info.ExpiresAt = t.CreatedAt, t.UpdatedAt, t.ExpiresAt
 		}
 	}
-	return info, docID, true
+	return info, true
 }
 
 // EndSession ends the session of owner named by handle (from
@@ -205,7 +211,7 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 		if !ok || !hmac.Equal([]byte(s.sealer.handle(docID)), []byte(handle)) {
 			continue
 		}
-		info, _, ok := s.ownedSession(ctx, raw, owner, current)
+		info, ok := s.ownedSession(ctx, raw, owner, current)
 		if !ok || info.Current {
 			return info, false, nil
 		}

@@ -27,8 +27,8 @@ type sessionState struct {
 	encoded []byte
 	// options is a copy of the session's options as last read or written.
 	options sessions.Options
-	// owner is the owner digest the document holds ("" for none).
-	owner string
+	// owned says the document has an owner field (SetOwner).
+	owned bool
 	// cookie is a cookie value, signed with the current key pair, that
 	// holds the session's ID: the one the client sent, or the last one sent
 	// to it. Saves send it again rather than sign the same ID anew (the

@@ -192,7 +192,7 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, id, cookie 
 		expiresAt: doc.expiresAt,
 		encoded:   encoded,
 		options:   *session.Options,
-		owner:     s.ownerDigest(values),
+		owned:     hasOwner(values),
 		cookie:    cookie,
 	})
 	return nil
@@ -288,7 +288,7 @@ func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessio
 			data: s.sealer.wrap(st.docID, data)}
 		mac := s.sealer.seal(&f)
 		owner := s.ownerDigest(session.Values)
-		if err := s.update(ctx, st.docID, updateDocument(f, mac, owner, st.owner), s.cfg.Now(), st.expiresAt); err != nil {
+		if err := s.update(ctx, st.docID, updateDocument(f, mac, owner, st.owned), s.cfg.Now(), st.expiresAt); err != nil {
 			return err
 		}
 		if st.cookie == "" {
@@ -296,7 +296,7 @@ func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessio
 				return err
 			}
 		}
-		st.savedAt, st.expiresAt, st.encoded, st.options, st.owner = now, expiresAt, data, *session.Options, owner
+		st.savedAt, st.expiresAt, st.encoded, st.options, st.owned = now, expiresAt, data, *session.Options, owner != ""
 		s.states.set(session, st)
 		s.setCookie(w, session, st.cookie, expiresAt, now)
 		return nil
@@ -364,7 +364,7 @@ func (s *Store) insert(ctx context.Context, w http.ResponseWriter, session *sess
 		expiresAt: expiresAt,
 		encoded:   data,
 		options:   *session.Options,
-		owner:     owner,
+		owned:     owner != "",
 		cookie:    cookie,
 	})
 	s.setCookie(w, session, cookie, expiresAt, now)
@@ -400,10 +400,8 @@ func (s *Store) delete(ctx context.Context, w http.ResponseWriter, session *sess
 
 // deleteDocument deletes the document of the session's ID, if it has one.
 func (s *Store) deleteDocument(ctx context.Context, session *sessions.Session) error {
-	docID := ""
-	if st, ok := s.states.get(session); ok {
-		docID = st.docID
-	} else if validSessionID(session.ID) {
+	docID := s.documentOf(session)
+	if docID == "" && validSessionID(session.ID) {
 		docID = s.hasher.docID(session.ID)
 	}
 	if docID == "" {
