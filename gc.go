@@ -98,11 +98,17 @@ func (s *Store) sweep(ctx context.Context, malformed bool) {
 	}
 }
 
+// sweepContext bounds one command of a GC sweep by Config.Timeout or
+// Config.GCInterval, whichever is longer.
+func (s *Store) sweepContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, max(s.cfg.Timeout, s.cfg.GCInterval))
+}
+
 // sweepMalformed deletes the documents whose expiresAt is not a date, and
 // logs how many there were (a warning: something else writes to the
 // collection) or why it failed.
 func (s *Store) sweepMalformed(ctx context.Context) {
-	opCtx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, s.cfg.GCInterval))
+	opCtx, cancel := s.sweepContext(ctx)
 	defer cancel()
 	n, err := s.coll.deleteMalformed(opCtx)
 	switch {
@@ -130,7 +136,7 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	if s.life.Err() != nil {
 		return 0, ErrClosed
 	}
-	opCtx, cancel := context.WithTimeout(ctx, max(s.cfg.Timeout, s.cfg.GCInterval))
+	opCtx, cancel := s.sweepContext(ctx)
 	defer cancel()
 	n, err := s.coll.deleteExpired(opCtx, s.cfg.Now())
 	if err != nil && ctx.Err() != nil {
