@@ -284,10 +284,8 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 
 // home serves GET /.
 func (a *app) home(w http.ResponseWriter, r *http.Request) {
-	sess := mongostore.Session(r, a.sessionName)
-	name, ok := sess.Values[userKey].(string)
+	sess, name, ok := a.loggedIn(w, r)
 	if !ok {
-		a.toLogin(w, r, sess)
 		return
 	}
 	flashes := stringFlashes(sess)
