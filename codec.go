@@ -15,23 +15,18 @@ import (
 )
 
 // Codec encodes the values of a session (sessions.Session.Values) to the
-// bytes stored in its document, and back. Implementations must be safe for
-// concurrent use. The store only passes Decode bytes whose MAC it has
-// checked, that is bytes it encoded itself.
+// bytes stored in its document, and back (Config.Codec). Implementations
+// must be safe for concurrent use. The store passes Decode only bytes it
+// encoded itself: their MAC is checked first.
 type Codec interface {
 	Encode(values map[any]any) ([]byte, error)
 	Decode(data []byte) (map[any]any, error)
 }
 
-// GobCodec encodes values with encoding/gob, as gorilla's stores do: every
-// type gob supports round-trips, and custom types must be registered with
-// gob.Register. It was the default codec before format version 3 (see
-// CompactCodec, the default now), and the store still reads documents of
-// older versions with it when Config.Codec is left to its default.
-type GobCodec struct{}
-
-// Encode implements Codec.
-func (GobCodec) Encode(values map[any]any) ([]byte, error) {
+// gobEncode and gobDecode are the compact codec's fallback for values it
+// has no form of its own for: every type gob supports round-trips, custom
+// types once registered with gob.Register, as in gorilla's stores.
+func gobEncode(values map[any]any) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(values); err != nil {
 		return nil, err
@@ -39,12 +34,9 @@ func (GobCodec) Encode(values map[any]any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Decode implements Codec.
-func (GobCodec) Decode(data []byte) (values map[any]any, err error) {
-	// gob reports malformed input as errors, but it is not hardened against
-	// hostile input (it has panicked in past releases, and a few bytes can
-	// make it allocate without bound). The store's MAC check keeps such bytes
-	// away; recover is the last line for the panics.
+func gobDecode(data []byte) (values map[any]any, err error) {
+	// gob is not hardened against hostile input; the MAC keeps such bytes
+	// away, and recover is the last line for its panics.
 	defer func() {
 		if r := recover(); r != nil {
 			values, err = nil, fmt.Errorf("gob: malformed data: %v", r)
@@ -90,20 +82,16 @@ func (JSONCodec) Decode(data []byte) (map[any]any, error) {
 	return values, nil
 }
 
-// CompactCodec is the default codec. It encodes what sessions usually hold
-// in a compact binary form, fast to write and read: string, bool, every int
-// and uint type, float32 and float64, time.Time, []byte, []string, and
-// []any and map[string]any of such values (flashes are a []any), keyed by
-// strings. If a session holds anything else (a struct, a type registered
-// with gob), it encodes the whole map with gob instead, so every value a
+// compactCodec is the default codec. It encodes what sessions usually
+// hold in a compact binary form, fast to write and read: string, bool,
+// every int and uint type, float32 and float64, time.Time, []byte,
+// []string, and []any and map[string]any of such values (flashes are a
+// []any), keyed by strings. A session holding anything else (a struct, a
+// type registered with gob) is encoded whole with gob, so every value a
 // gorilla application stores round-trips, with its Go type.
-//
-// Its compact form is deterministic (map keys are sorted), so equal values
-// give equal bytes: the middleware detects changes by comparing encodings,
-// without decoding what is stored.
-type CompactCodec struct{}
+type compactCodec struct{}
 
-// The first byte of CompactCodec's output says which form follows.
+// The first byte of compactCodec's output says which form follows.
 const (
 	compactForm byte = 'C'
 	gobForm     byte = 'G'
@@ -140,31 +128,15 @@ const maxCompactDepth = 32
 // errNotCompact says a value has no compact form; Encode then uses gob.
 var errNotCompact = errors.New("no compact form")
 
-// Encode implements Codec.
-func (CompactCodec) Encode(values map[any]any) ([]byte, error) {
-	return CompactCodec{}.AppendEncode(nil, values)
-}
-
-// AppendEncode appends the encoding of values to dst and returns the
-// extended buffer, so that callers can reuse buffers.
-func (CompactCodec) AppendEncode(dst []byte, values map[any]any) ([]byte, error) {
-	start := len(dst)
-	if b, err := appendCompactMap(append(dst, compactForm), values); err == nil {
-		return b, nil
-	} else if !errors.Is(err, errNotCompact) {
-		return dst[:start], err
+func (compactCodec) Encode(values map[any]any) ([]byte, error) {
+	if b, err := appendCompactMap([]byte{compactForm}, values); !errors.Is(err, errNotCompact) {
+		return b, err
 	}
-	g, err := GobCodec{}.Encode(values)
+	g, err := gobEncode(values)
 	if err != nil {
-		return dst[:start], err
+		return nil, err
 	}
-	return append(append(dst[:start], gobForm), g...), nil
-}
-
-// deterministic reports whether data, an output of Encode, is in the
-// compact form, whose bytes are equal exactly when the values are.
-func (CompactCodec) deterministic(data []byte) bool {
-	return len(data) > 0 && data[0] == compactForm
+	return append([]byte{gobForm}, g...), nil
 }
 
 func appendCompactMap(b []byte, values map[any]any) ([]byte, error) {
@@ -269,22 +241,21 @@ func appendCompactValue(b []byte, v any, depth int) ([]byte, error) {
 	return b, errNotCompact
 }
 
-// Decode implements Codec.
-func (CompactCodec) Decode(data []byte) (map[any]any, error) {
+func (compactCodec) Decode(data []byte) (map[any]any, error) {
 	if len(data) == 0 {
 		return nil, errors.New("compact: no data")
 	}
 	switch data[0] {
 	case gobForm:
-		return GobCodec{}.Decode(data[1:])
+		return gobDecode(data[1:])
 	case compactForm:
 	default:
 		return nil, fmt.Errorf("compact: unknown form %#x", data[0])
 	}
 	d := compactDecoder{b: data[1:]}
 	n := d.count()
-	values := make(map[any]any, n)
-	for range n {
+	values := make(map[any]any, presize(n))
+	for i := 0; i < n && d.err == nil; i++ {
 		k := d.string()
 		values[k] = d.value(0)
 	}
@@ -297,8 +268,9 @@ func (CompactCodec) Decode(data []byte) (map[any]any, error) {
 	return values, nil
 }
 
-// compactDecoder reads the compact form. It never allocates more than the
-// input could hold, whatever the bytes: the first error stops it.
+// compactDecoder reads the compact form, whatever the bytes: the first
+// error stops it. It allocates for what it decodes, never for a count the
+// input merely claims (see presize).
 type compactDecoder struct {
 	b   []byte
 	err error
@@ -351,6 +323,11 @@ func (d *compactDecoder) bytes() []byte {
 	d.b = d.b[n:]
 	return v
 }
+
+// presize is the capacity to allocate for n elements that the input
+// claims: at most 16, and growth follows the elements actually decoded
+// (a count of a million, in a megabyte of junk, once allocated 41 MiB).
+func presize(n int) int { return min(n, 16) }
 
 func (d *compactDecoder) string() string { return string(d.bytes()) }
 
@@ -443,9 +420,9 @@ func (d *compactDecoder) value(depth int) any {
 		if n == 0 {
 			return []string(nil)
 		}
-		v := make([]string, n)
-		for i := range v {
-			v[i] = d.string()
+		v := make([]string, 0, presize(n))
+		for i := 0; i < n && d.err == nil; i++ {
+			v = append(v, d.string())
 		}
 		return v
 	case tagList:
@@ -453,15 +430,15 @@ func (d *compactDecoder) value(depth int) any {
 		if n == 0 {
 			return []any(nil)
 		}
-		v := make([]any, n)
-		for i := range v {
-			v[i] = d.value(depth + 1)
+		v := make([]any, 0, presize(n))
+		for i := 0; i < n && d.err == nil; i++ {
+			v = append(v, d.value(depth+1))
 		}
 		return v
 	case tagMap:
 		n := d.count()
-		v := make(map[string]any, n)
-		for range n {
+		v := make(map[string]any, presize(n))
+		for i := 0; i < n && d.err == nil; i++ {
 			k := d.string()
 			v[k] = d.value(depth + 1)
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,47 +12,83 @@ import (
 	"github.com/gorilla/sessions"
 )
 
-// cookieSessionID returns the session ID in the request's cookie called
-// name, or "" if it has none that verifies (with the error of the first
-// cookie of that name, if any). When there are several (a sibling domain
-// may have tossed one in ahead of ours), the first that verifies is used.
-// reusable is that cookie's value if the current key signed it: saves send
-// it back as it is rather than sign the same ID again.
-func (s *Store) cookieSessionID(r *http.Request, name string) (id, reusable string, err error) {
-	var firstErr error
-	for _, c := range r.CookiesNamed(name) {
-		id, current, err := s.decodeCookie(name, c.Value)
-		if err == nil {
-			if current {
-				reusable = c.Value
-			}
-			return id, reusable, nil
-		}
-		if firstErr == nil {
-			firstErr = err
-		}
+// cookieMaxLength bounds the length of a cookie value the store decodes.
+const cookieMaxLength = 4096
+
+// cookieCodec signs (and, with a block key, encrypts) the session ID into
+// the cookie value, with securecookie: the first key pair writes, every
+// pair reads.
+type cookieCodec []securecookie.Codec
+
+func newCookieCodec(pairs []keyPair) cookieCodec {
+	var c cookieCodec
+	for _, p := range pairs {
+		sc := securecookie.New(p.hash, p.block)
+		sc.SetSerializer(securecookie.NopEncoder{})
+		sc.MaxLength(cookieMaxLength)
+		// The document's expiresAt decides when a session ends, not the
+		// cookie's signed timestamp: a session's own MaxAge may be longer
+		// than any store-wide bound.
+		sc.MaxAge(0)
+		c = append(c, sc)
 	}
-	return "", "", firstErr
+	return c
 }
 
-// decodeCookie verifies a cookie value and returns the session ID it holds,
-// and whether the current (first) key pair verified it.
-func (s *Store) decodeCookie(name, value string) (id string, current bool, err error) {
+// sessionIDs returns the session IDs in the request's cookies called name
+// that verify, in the order the browser sent them (a sibling domain may
+// have tossed one in ahead of ours). reusable is the first one's value if
+// the current key signed it: saves send it back rather than sign the ID
+// anew. Without any that verifies, err is the first cookie's error.
+func (c cookieCodec) sessionIDs(r *http.Request, name string) (ids []string, reusable string, err error) {
+	for _, cookie := range r.CookiesNamed(name) {
+		id, current, cerr := c.decode(name, cookie.Value)
+		switch {
+		case cerr != nil:
+			if err == nil {
+				err = cerr
+			}
+		case len(ids) == 0:
+			if current {
+				reusable = cookie.Value
+			}
+			ids = append(ids, id)
+		case !slices.Contains(ids, id):
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) > 0 {
+		err = nil
+	}
+	return ids, reusable, err
+}
+
+// decode verifies a cookie value and returns the session ID it holds, and
+// whether the current key pair signed it.
+func (c cookieCodec) decode(name, value string) (id string, current bool, err error) {
 	var raw []byte
-	if err := s.codecs[0].Decode(name, value, &raw); err == nil {
+	if err := c[0].Decode(name, value, &raw); err == nil {
 		current = true
-	} else if err := securecookie.DecodeMulti(name, value, &raw, s.codecs...); err != nil {
+	} else if err := securecookie.DecodeMulti(name, value, &raw, c...); err != nil {
 		return "", false, fmt.Errorf("%w: %w", ErrInvalidCookie, unwrapMulti(err))
 	}
-	id = string(raw)
-	if !validSessionID(id) {
+	if id = string(raw); !validSessionID(id) {
 		return "", false, fmt.Errorf("%w: malformed session ID", ErrInvalidCookie)
 	}
 	return id, current, nil
 }
 
+// encode returns the cookie value for session ID id.
+func (c cookieCodec) encode(name, id string) (string, error) {
+	v, err := securecookie.EncodeMulti(name, []byte(id), c...)
+	if err != nil {
+		return "", fmt.Errorf("%w: cookie: %w", ErrEncode, unwrapMulti(err))
+	}
+	return v, nil
+}
+
 // unwrapMulti turns securecookie's MultiError, which errors.Is cannot see
-// into, into a joined error that it can.
+// into, into a joined error.
 func unwrapMulti(err error) error {
 	var multi securecookie.MultiError
 	if errors.As(err, &multi) {
@@ -60,9 +97,29 @@ func unwrapMulti(err error) error {
 	return err
 }
 
-// checkCookiePrefix checks options against what browsers require of a
-// cookie whose name has a __Host- or __Secure- prefix; they silently drop
-// one that does not comply, which would lose the session at every request.
+// setCookie sets the cookie called name to value. A cookie with a Max-Age
+// never outlives the session's document, which expires at expiresAt.
+func setCookie(w http.ResponseWriter, name, value string, opts *sessions.Options, expiresAt, now time.Time) {
+	o := *opts
+	if o.MaxAge > 0 {
+		// Round up: expiresAt was truncated to whole milliseconds.
+		if left := int((expiresAt.Sub(now) + time.Second - 1) / time.Second); left < o.MaxAge {
+			o.MaxAge = max(left, 1)
+		}
+	}
+	http.SetCookie(w, sessions.NewCookie(name, value, &o))
+}
+
+// expireCookie tells the browser to drop the cookie called name.
+func expireCookie(w http.ResponseWriter, name string, opts *sessions.Options) {
+	o := *opts
+	o.MaxAge = -1
+	http.SetCookie(w, sessions.NewCookie(name, "", &o))
+}
+
+// checkCookiePrefix checks opts against what browsers require of a cookie
+// whose name has a __Host- or __Secure- prefix: they silently drop one that
+// does not comply, which would lose the session at every request.
 func checkCookiePrefix(name string, o *sessions.Options) error {
 	hasPrefix := func(p string) bool { return len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) }
 	switch {
@@ -74,72 +131,8 @@ func checkCookiePrefix(name string, o *sessions.Options) error {
 	return nil
 }
 
-// encodeCookie returns the signed (and maybe encrypted) cookie value for
-// session ID id, with the current key pair.
-func (s *Store) encodeCookie(name, id string) (string, error) {
-	encoded, err := securecookie.EncodeMulti(name, []byte(id), s.codecs...)
-	if err != nil {
-		return "", fmt.Errorf("%w: cookie: %w", ErrEncode, unwrapMulti(err))
-	}
-	return encoded, nil
-}
-
-// setCookie sets the session cookie, its value encoded. A cookie with a
-// Max-Age never outlives the session's document.
-func (s *Store) setCookie(w http.ResponseWriter, session *sessions.Session, encoded string, expiresAt, now time.Time) {
-	opts := *session.Options
-	if opts.MaxAge > 0 {
-		// Round up: expiresAt was truncated to whole milliseconds.
-		if left := int((expiresAt.Sub(now) + time.Second - 1) / time.Second); left < opts.MaxAge {
-			opts.MaxAge = max(left, 1)
-		}
-	}
-	http.SetCookie(w, sessions.NewCookie(session.Name(), encoded, &opts))
-}
-
-// newOptions returns a copy of the store's default options for a session.
-func (s *Store) newOptions() *sessions.Options {
-	if s.Options == nil { // a caller cleared them: fall back to the defaults
-		return defaultOptions()
-	}
-	opts := *s.Options
-	return &opts
-}
-
-// defaultOptions are the cookie options NewStore starts with.
+// defaultOptions are the cookie options NewStore starts with: a day's
+// Max-Age, HttpOnly, SameSite Lax.
 func defaultOptions() *sessions.Options {
-	return &sessions.Options{
-		Path:     "/",
-		MaxAge:   DefaultMaxAge,
-		HttpOnly: true,
-		SameSite: http.SameSiteLaxMode,
-	}
-}
-
-// MaxAge sets the maximum age, in seconds, of new sessions' cookies
-// (Options.MaxAge), as sessions.CookieStore.MaxAge does; setting
-// store.Options.MaxAge, or a session's own Options.MaxAge, is the same. It
-// is also the sessions' idle timeout on the server. Zero means a cookie that
-// lasts until the browser closes, with Config.DefaultIdleTimeout on the
-// server. Unlike gorilla's stores, the cookie's signed timestamp is not
-// checked against it: the document's expiresAt alone decides when a session
-// ends, so a longer per-session MaxAge is never cut short.
-func (s *Store) MaxAge(age int) {
-	if s.Options == nil {
-		s.Options = defaultOptions()
-	}
-	s.Options.MaxAge = age
-}
-
-// prepare gives session the store's options if it has none, checks them
-// against the cookie's name prefix, and reports whether the session is to
-// be deleted (Options.MaxAge < 0).
-func (s *Store) prepare(session *sessions.Session) (deleting bool, err error) {
-	if session.Options == nil {
-		session.Options = s.newOptions()
-	}
-	if err := checkCookiePrefix(session.Name(), session.Options); err != nil {
-		return false, err
-	}
-	return session.Options.MaxAge < 0, nil
+	return &sessions.Options{Path: "/", MaxAge: 24 * 60 * 60, HttpOnly: true, SameSite: http.SameSiteLaxMode}
 }

@@ -1,64 +1,38 @@
 package mongostore
 
 import (
-	"context"
+	"bufio"
+	"bytes"
 	"errors"
+	"io"
 	"log/slog"
+	"net"
 	"net/http"
-	"time"
+	"reflect"
+	"strings"
+	"sync"
 
 	"github.com/gorilla/sessions"
 )
 
-// MaxTouchInterval caps the default MiddlewareOptions.TouchInterval.
-const MaxTouchInterval = time.Minute
-
-// MiddlewareOptions configures Store.Middleware. The zero value gives the
-// defaults documented on each field.
-type MiddlewareOptions struct {
-	// ErrorHandler answers requests whose session could not be loaded or
-	// saved; err wraps ErrDatabase, ErrSessionGone, ErrTooLarge or ErrEncode
-	// (test with errors.Is). It is called before anything of the handler's
-	// response has been sent. The default logs with the store's logger and
-	// answers 500, or 409 Conflict for ErrSessionGone (the session was ended
-	// elsewhere, for example by a logout in another tab, while the request
-	// ran).
-	ErrorHandler func(w http.ResponseWriter, r *http.Request, err error)
-
-	// TouchInterval is how old the session's last write must be before a
-	// request that does not change the session writes it anyway, to slide
-	// its idle timeout forward (and re-send its cookie). Requests that only
-	// read the session within the interval cost a single database round
-	// trip. The default is a tenth of the session's idle timeout, at most
-	// MaxTouchInterval (one minute); negative never writes an unchanged
-	// session, so the idle timeout counts from the last change.
-	TouchInterval time.Duration
-}
-
-type sessionContextKey struct{ name string }
-
-// Session returns the session called name that Store.Middleware loaded for
-// this request, or nil if no such middleware wraps the handler. The session
-// is also what store.Get(r, name) returns.
-func Session(r *http.Request, name string) *sessions.Session {
-	s, _ := r.Context().Value(sessionContextKey{name}).(*sessions.Session)
-	return s
-}
-
 // Middleware returns net/http middleware that loads the session called name
-// once per request, makes it available to the handler through Session (and
-// store.Get), and saves it when the handler changed it, just before the
-// response headers are sent, so the Set-Cookie header is never lost.
+// for each request, lets the handler have it with store.Get(r, name), and
+// saves it if the handler changed it, just before the response headers go
+// out, so the cookie is never lost. A change made after the response
+// started is still saved, and a logout still ends the session; only a new
+// session can no longer get its cookie then.
 //
-// Requests that leave the session unchanged are not written, except to
-// slide the expiry forward once per MiddlewareOptions.TouchInterval. A
-// tampered, expired or unknown cookie gives the handler a fresh session. A
-// database failure never reaches the handler half-done: the error handler
-// answers instead. Every response gets "Vary: Cookie", and a response that
-// sets the session cookie is made uncacheable by shared caches.
-func (s *Store) Middleware(name string, opts MiddlewareOptions) func(http.Handler) http.Handler {
-	if opts.ErrorHandler == nil {
-		opts.ErrorHandler = s.defaultErrorHandler
+// An unchanged session is written only to slide its expiry forward, once
+// per Config.TouchInterval. A tampered, expired or unknown cookie gives a
+// fresh session. A load or save that fails never reaches the handler's
+// response half done: onError answers instead, with err wrapping
+// ErrDatabase, ErrSessionGone or ErrEncode. A nil onError logs and answers
+// 500, or 409 for ErrSessionGone (ended elsewhere while the request ran).
+// Every response gets "Vary: Cookie", and one that sets the cookie is kept
+// out of shared caches.
+func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *http.Request, err error)) func(http.Handler) http.Handler {
+	if onError == nil {
+		onError = s.answerError
 	}
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -66,32 +40,25 @@ func (s *Store) Middleware(name string, opts MiddlewareOptions) func(http.Handle
 			session, err := s.Get(r, name)
 			if err != nil && !errors.Is(err, ErrInvalidCookie) {
 				if !errors.Is(err, ErrDecode) {
-					opts.ErrorHandler(w, r, err)
+					onError(w, r, err)
 					return
 				}
-				// A stored session we cannot read is a lost session, not an outage.
-				s.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: discarding unreadable session",
+				// A stored session we cannot read is lost, not an outage.
+				s.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: discarding an unreadable session",
 					slog.String("session", name), slog.String("error", err.Error()))
 			}
-			// One instant for the request: what Store.Times predicts in the
-			// handler is what the save writes.
-			at := s.cfg.Now().Truncate(time.Millisecond)
-			ctx := context.WithValue(r.Context(), sessionContextKey{name}, session)
-			r = r.WithContext(context.WithValue(ctx, requestInstantKey{}, at))
-			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, opts: &opts,
-				baseHeader: w.Header().Clone(), at: at}
-			s.pending.set(session, sw)
+			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, onError: onError,
+				baseHeader: w.Header().Clone()}
 			next.ServeHTTP(sw, r)
 			sw.finish()
-			s.pending.forget(session)
 		})
 	}
 }
 
-func (s *Store) defaultErrorHandler(w http.ResponseWriter, r *http.Request, err error) {
+// answerError is the middleware's default error handler.
+func (s *Store) answerError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, ErrSessionGone) {
-		s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "mongostore: session ended during request",
-			slog.String("path", r.URL.Path))
+		s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "mongostore: session ended during the request", slog.String("path", r.URL.Path))
 		http.Error(w, "Your session ended while this request ran. Please reload the page.", http.StatusConflict)
 		return
 	}
@@ -99,3 +66,238 @@ func (s *Store) defaultErrorHandler(w http.ResponseWriter, r *http.Request, err 
 		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
 	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 }
+
+// saveReason says why the middleware writes a session.
+type saveReason int
+
+const (
+	noSave     saveReason = iota
+	saveChange            // values or options changed, or the session ends
+	saveTouch             // unchanged, but its expiry is due to slide forward
+)
+
+// sessionWriter saves the session before the first byte of the response
+// goes out.
+type sessionWriter struct {
+	http.ResponseWriter
+	store      *Store
+	req        *http.Request
+	session    *sessions.Session
+	onError    func(http.ResponseWriter, *http.Request, error)
+	baseHeader http.Header // as before the handler ran, restored on a failed save
+
+	once      sync.Once
+	committed bool // the response may have started
+	failed    bool // the save failed and onError answered
+	// stored is the stored values, decoded once per request when their
+	// encodings differ (a codec may encode equal values differently).
+	stored map[any]any
+	// encoded is the values as the last change check encoded them, which
+	// the save writes rather than encode them again.
+	encoded []byte
+}
+
+// reason says whether and why the session is to be written now.
+func (w *sessionWriter) reason() saveReason {
+	st := w.store.states.get(w.session)
+	if w.mustWrite(st) {
+		return saveChange
+	}
+	if st.id == "" {
+		return noSave
+	}
+	touch := w.store.cfg.TouchInterval
+	if touch == 0 {
+		touch = min(w.store.idleTimeout(st.options.MaxAge)/10, maxTouchInterval)
+	}
+	if touch > 0 && !w.store.cfg.Now().Before(st.updatedAt.Add(touch)) {
+		return saveTouch
+	}
+	return noSave
+}
+
+// mustWrite reports whether the session is to end, or changed since it
+// was last read or written. A new, empty session is not worth a cookie.
+func (w *sessionWriter) mustWrite(st sessionState) bool {
+	w.encoded = nil
+	session := w.session
+	if session.Options != nil && session.Options.MaxAge < 0 {
+		if st.id != "" || len(st.others) > 0 || session.ID != "" {
+			return true
+		}
+		// An unusable cookie is worth expiring, once.
+		_, err := w.req.Cookie(session.Name())
+		return err == nil && !setsCookie(w.Header(), session.Name())
+	}
+	if st.id == "" {
+		return len(session.Values) > 0
+	}
+	return (session.Options != nil && *session.Options != st.options) || w.changed(st)
+}
+
+// changed reports whether the values differ from st.encoded: their
+// encodings are equal, or failing that the values decoded from it are.
+func (w *sessionWriter) changed(st sessionState) bool {
+	codec := w.store.cfg.Codec
+	enc, err := codec.Encode(w.session.Values)
+	if err != nil {
+		return true // the save reports the error
+	}
+	if bytes.Equal(enc, st.encoded) {
+		return false
+	}
+	w.encoded = enc
+	if w.stored == nil {
+		if w.stored, err = codec.Decode(st.encoded); err != nil {
+			return true
+		}
+	}
+	return !reflect.DeepEqual(w.stored, w.session.Values)
+}
+
+// commit saves the session if need be, once. On failure onError answers,
+// and the handler's response is discarded.
+func (w *sessionWriter) commit() {
+	w.once.Do(func() {
+		w.committed = true
+		reason := w.reason()
+		if reason == noSave {
+			return
+		}
+		w.stored = nil // what is stored is about to change
+		err := w.save(w.ResponseWriter)
+		if err != nil && reason == saveTouch && errors.Is(err, ErrSessionGone) {
+			err = nil // ended elsewhere; this request changed nothing, so let it through
+		}
+		if err != nil {
+			w.failed = true
+			h := w.ResponseWriter.Header()
+			clear(h) // drop what the handler set for its own response
+			for k, v := range w.baseHeader {
+				h[k] = v
+			}
+			w.onError(w.ResponseWriter, w.req, err)
+			return
+		}
+		if setsCookie(w.Header(), w.session.Name()) {
+			preventSharedCaching(w.Header())
+		}
+	})
+}
+
+// save writes the session into rw, bounded by Config.Timeout but not by
+// the request's context, with the change check's encoding.
+func (w *sessionWriter) save(rw http.ResponseWriter) error {
+	ctx, cancel := w.store.opContext(w.req.Context(), true)
+	defer cancel()
+	return w.store.commit(ctx, rw, w.session, w.encoded)
+}
+
+// finish runs when the handler returns. A change made after the response
+// started is stored all the same (a logout ends the session), but a new
+// session cannot be given a cookie any more: that is logged.
+func (w *sessionWriter) finish() {
+	if !w.committed {
+		w.commit()
+		return
+	}
+	st := w.store.states.get(w.session)
+	if w.failed || !w.mustWrite(st) {
+		return
+	}
+	log := w.store.cfg.Logger
+	ending := w.session.Options != nil && w.session.Options.MaxAge < 0
+	if st.id == "" && !ending {
+		log.LogAttrs(w.req.Context(), slog.LevelWarn, "mongostore: new session changed after the response started; not saved (save it before writing the response)",
+			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path))
+		return
+	}
+	if err := w.save(discardHeaders{}); err != nil {
+		log.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: saving the session after the response",
+			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path), slog.String("error", err.Error()))
+	}
+}
+
+// discardHeaders is a ResponseWriter for saves after the response has gone.
+type discardHeaders struct{}
+
+func (discardHeaders) Header() http.Header         { return http.Header{} }
+func (discardHeaders) Write(b []byte) (int, error) { return len(b), nil }
+func (discardHeaders) WriteHeader(int)             {}
+
+// setsCookie reports whether h sets the cookie called name.
+func setsCookie(h http.Header, name string) bool {
+	for _, line := range h.Values("Set-Cookie") {
+		if c, err := http.ParseSetCookie(line); err == nil && c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// preventSharedCaching keeps a response that sets a cookie out of shared
+// caches, keeping a handler's stricter setting.
+func preventSharedCaching(h http.Header) {
+	cc := strings.ToLower(h.Get("Cache-Control"))
+	if !strings.Contains(cc, "no-store") && !strings.Contains(cc, "private") {
+		h.Set("Cache-Control", "no-store")
+	}
+}
+
+// errResponseDiscarded is returned by Write after a failed save, so that
+// handlers stop writing.
+var errResponseDiscarded = errors.New("mongostore: response discarded: the session could not be saved")
+
+// WriteHeader saves the session, if need be, before the status line.
+// Informational (1xx) statuses pass straight through.
+func (w *sessionWriter) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		w.ResponseWriter.WriteHeader(code)
+		return
+	}
+	if w.commit(); !w.failed {
+		w.ResponseWriter.WriteHeader(code)
+	}
+}
+
+// Write saves the session, if need be, before the first byte.
+func (w *sessionWriter) Write(b []byte) (int, error) {
+	if w.commit(); w.failed {
+		return 0, errResponseDiscarded
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// ReadFrom keeps the underlying writer's fast path (sendfile).
+func (w *sessionWriter) ReadFrom(src io.Reader) (int64, error) {
+	if w.commit(); w.failed {
+		return 0, errResponseDiscarded
+	}
+	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
+		return rf.ReadFrom(src)
+	}
+	return io.Copy(w.ResponseWriter, src)
+}
+
+// FlushError saves the session if need be and flushes, for
+// http.ResponseController.
+func (w *sessionWriter) FlushError() error {
+	if w.commit(); w.failed {
+		return errResponseDiscarded
+	}
+	return http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Flush implements http.Flusher.
+func (w *sessionWriter) Flush() { _ = w.FlushError() }
+
+// Hijack lets a handler take over the connection (WebSockets). Changes to
+// a stored session are still saved when the handler returns; a new one
+// cannot get its cookie.
+func (w *sessionWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	w.once.Do(func() { w.committed = true })
+	return http.NewResponseController(w.ResponseWriter).Hijack()
+}
+
+// Unwrap returns the underlying writer, for http.ResponseController.
+func (w *sessionWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

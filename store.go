@@ -6,373 +6,175 @@ import (
 	"net/http"
 	"sync"
 	"time"
+	"weak"
 
-	"github.com/gorilla/securecookie"
 	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
-// Store is a sessions.Store backed by a MongoDB collection. It is safe for
-// concurrent use by many goroutines, and many processes may share one
+// Store is a sessions.Store that keeps sessions in a MongoDB collection.
+// It is safe for concurrent use, and many processes may share one
 // collection.
 type Store struct {
-	// Options are the default cookie options of new sessions. Each session
-	// gets its own copy. NewStore sets Path "/", MaxAge DefaultMaxAge (one
-	// day), HttpOnly and SameSite Lax. Set Secure in production (HTTPS).
+	// Options are the default cookie options of new sessions; each session
+	// gets a copy. NewStore sets Path "/", MaxAge one day, HttpOnly and
+	// SameSite Lax. Set Secure in production.
 	Options *sessions.Options
 
-	coll   collection
-	codecs []securecookie.Codec
-	cfg    Config
-	hasher idHasher
-	sealer *dataSealer
-	states *sessionTable[sessionState]
-	// pending holds the middleware's writer of each session it manages,
-	// until the request ends, so that Times can tell what it will save.
-	pending *sessionTable[*sessionWriter]
-	expiry  ExpiryMode // the mode in effect (ExpiryAuto resolved)
-	// buffers holds *[]byte for the middleware's change-check encodings,
-	// most of which are compared and dropped.
-	buffers sync.Pool
+	coll    collection
+	cookies cookieCodec
+	sealer  *sealer
+	cfg     Config
+	states  *sessionTable
+	expiry  ExpiryMode // in effect: ExpiryAuto resolved
 
-	life      context.Context // cancelled by Close
-	closeLife context.CancelFunc
-	gcDone    chan struct{} // closed when the background GC has stopped; nil if none
-	closeOnce sync.Once
+	stop       context.CancelFunc // stops the background work
+	background sync.WaitGroup
 }
 
 var _ sessions.Store = (*Store)(nil)
 
-// NewStore returns a store that keeps sessions in coll.
-//
-// keyPairs are the cookie codecs' keys, as for sessions.NewCookieStore:
-// pairs of a hash key (at least 32 bytes; it signs the cookie) and an
-// optional block key (16, 24 or 32 bytes for AES-128/192/256; it encrypts the
-// cookie; nil for none). Give several pairs to rotate keys: cookies are
-// written with the first pair and read with any.
-//
-// ctx bounds the set-up commands (the expiry index). According to
-// cfg.Expiry, NewStore makes sure the TTL index exists or starts the GC
-// goroutine, which runs until Close; the zero Config picks whichever the
-// server supports. Invalid configuration or keys give an error wrapping
-// ErrInvalidConfig; a server that refuses TTL indexes gives
-// ErrTTLUnsupported in ExpiryTTL mode.
-func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs ...[]byte) (*Store, error) {
-	if coll == nil {
-		return nil, fmt.Errorf("%w: nil collection", ErrInvalidConfig)
-	}
-	cfg, err := cfg.withDefaults()
-	if err != nil {
-		return nil, err
-	}
-	codecs, hashKeys, err := newCookieCodecs(keyPairs)
-	if err != nil {
-		return nil, err
-	}
-	sealer, err := newDataSealer(hashKeys)
-	if err != nil {
-		return nil, err
-	}
-	s := &Store{
-		Options: defaultOptions(),
-		coll:    collection{coll},
-		codecs:  codecs,
-		cfg:     cfg,
-		hasher:  newIDHasher(cfg.IDHashKey),
-		sealer:  sealer,
-		states:  newSessionTable[sessionState](),
-		pending: newSessionTable[*sessionWriter](),
-	}
-	setupCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
-	if s.expiry, err = s.setupIndexes(setupCtx); err != nil {
-		return nil, err
-	}
-	s.life, s.closeLife = context.WithCancel(context.WithoutCancel(ctx))
-	if s.expiry == ExpiryGC {
-		s.startGC()
-	}
-	return s, nil
+// SessionTimes are the times the store keeps for a session.
+type SessionTimes struct {
+	// CreatedAt is when the session began; the absolute timeout counts
+	// from it. UpdatedAt is when it was last saved, ExpiresAt when it ends
+	// unless it is saved again.
+	CreatedAt, UpdatedAt, ExpiresAt time.Time
 }
 
 // Get returns the session called name for the request, loading it at most
-// once per request through sessions.GetRegistry (the same call returns the
-// same *sessions.Session). See New for what it returns on errors.
+// once per request through sessions.GetRegistry. See New for errors.
 func (s *Store) Get(r *http.Request, name string) (*sessions.Session, error) {
 	return sessions.GetRegistry(r).Get(s, name)
 }
 
-// New returns the session called name for the request: the stored session if
-// the request carries a valid cookie for a live document, otherwise a new
-// session (IsNew true). It never returns a nil session.
-//
-// When the request carries several cookies called name (a sibling domain
-// may have tossed one in), the first that verifies is used. An unusable
-// cookie (tampered, foreign key, malformed), with no usable one beside it,
-// gives a new session and an error wrapping ErrInvalidCookie and the
-// securecookie error; no database query is made. A database failure gives a
-// new session and an error wrapping ErrDatabase (within Config.Timeout). An
-// expired or deleted session gives a new session and no error.
+// New returns the session called name for the request: the stored session
+// if the request carries a valid cookie for a live document, otherwise a
+// new session. It never returns nil. An unusable cookie gives an error
+// wrapping ErrInvalidCookie, an unreadable document ErrDecode, a database
+// failure ErrDatabase; the session is new then. An expired or deleted
+// session gives a new session and no error. Of several cookies called name
+// (a sibling domain may toss one in), the first that verifies is loaded,
+// and ending the session ends the others too.
 func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
 	session := sessions.NewSession(s, name)
 	session.Options = s.newOptions()
 	session.IsNew = true
-
-	id, cookie, err := s.cookieSessionID(r, name)
-	if id == "" {
-		return session, err // nil without a cookie: a new session
+	ids, reusable, err := s.cookies.sessionIDs(r, name)
+	if len(ids) == 0 {
+		return session, err
 	}
 	ctx, cancel := s.opContext(r.Context(), false)
 	defer cancel()
-	return session, s.load(ctx, session, id, cookie)
+	return session, s.load(ctx, session, ids, reusable)
 }
 
-// requestInstantKey is the context key of the instant Store.Middleware
-// pins for its request.
-type requestInstantKey struct{}
-
-// instant returns the time a save in ctx writes: the instant the middleware
-// pinned for the request (so that Times, called earlier in the handler,
-// predicts the save exactly), or now. Whether a session is still live is
-// always checked against the clock itself.
-func (s *Store) instant(ctx context.Context) time.Time {
-	if t, ok := ctx.Value(requestInstantKey{}).(time.Time); ok {
-		return t
+// load reads the document of the first of ids (session IDs the request's
+// cookies hold) into session. A missing, expired or unreadable one leaves
+// the session new, and its ID is never adopted.
+func (s *Store) load(ctx context.Context, session *sessions.Session, ids []string, reusable string) error {
+	st := sessionState{}
+	for _, id := range ids[1:] {
+		st.others = append(st.others, docID(id))
 	}
-	return s.cfg.Now()
-}
-
-// encodeBuffer returns a buffer for an encoding, from s.buffers.
-func (s *Store) encodeBuffer() *[]byte {
-	if b, ok := s.buffers.Get().(*[]byte); ok {
-		return b
-	}
-	b := make([]byte, 0, 512)
-	return &b
-}
-
-// opContext bounds one operation on the database by Config.Timeout. A
-// detached operation keeps ctx's values but not its cancellation: a save
-// must not be lost because the client hung up.
-func (s *Store) opContext(ctx context.Context, detached bool) (context.Context, context.CancelFunc) {
-	if detached {
-		ctx = context.WithoutCancel(ctx)
-	}
-	return context.WithTimeout(ctx, s.cfg.Timeout)
-}
-
-// load reads the document of session ID id into session. A missing or
-// expired document leaves session new: its ID is never adopted (strict
-// mode), so the next save gets a fresh one.
-//
-// The expiry is checked here, so an expired document the TTL monitor or the
-// GC has not removed yet is never served.
-// cookie is the cookie value the client sent, if the current key signed it.
-func (s *Store) load(ctx context.Context, session *sessions.Session, id, cookie string) error {
-	docID := s.hasher.docID(id)
-	raw, err := s.coll.find(ctx, docID)
+	defer func() {
+		if st.id != "" || len(st.others) > 0 {
+			s.states.set(session, st)
+		}
+	}()
+	raw, err := s.coll.find(ctx, docID(ids[0]))
 	if raw == nil {
 		return err
 	}
-	doc, encoded, values, err := s.decodeStored(docID, raw)
-	if err != nil {
+	d, encoded, values, err := s.open(raw)
+	if err != nil || !s.live(&d, s.cfg.Now()) {
 		return err
 	}
-	if !doc.expiresAt.After(s.cfg.Now()) {
-		return nil // expired: as good as gone
-	}
-	session.ID = id
-	session.Values = values
-	session.IsNew = false
-	s.states.set(session, sessionState{
-		docID:     docID,
-		createdAt: doc.createdAt,
-		savedAt:   doc.updatedAt,
-		expiresAt: doc.expiresAt,
-		encoded:   encoded,
-		options:   *session.Options,
-		owned:     hasOwner(values),
-		cookie:    cookie,
-	})
+	session.ID, session.Values, session.IsNew = ids[0], values, false
+	session.Options.MaxAge = d.maxAge
+	st = sessionState{id: d.id, rev: d.rev, createdAt: d.createdAt, updatedAt: d.updatedAt, expiresAt: d.expiresAt,
+		encoded: encoded, options: *session.Options, owned: d.owner != "", cookie: reusable, others: st.others}
 	return nil
 }
 
-// decodeStored parses the raw document stored under docID, checks its MAC,
-// decrypts its data if need be, and decodes the session values: it returns
-// the document, the values' encoding and the values. Untrusted bytes never
-// reach the codec.
-func (s *Store) decodeStored(docID string, raw []byte) (storedSession, []byte, map[any]any, error) {
-	doc, err := decodeDocument(docID, raw)
+// open parses a stored document, checks its MAC, decrypts its data and
+// decodes the values, which it returns with their encoding. Bytes that fail
+// the MAC never reach the codec.
+func (s *Store) open(raw bson.Raw) (document, []byte, map[any]any, error) {
+	d, err := parseDocument(raw)
 	if err != nil {
-		return doc, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
+		return d, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
-	if !s.sealer.verify(doc.sealedFields, doc.mac) {
-		return doc, nil, nil, fmt.Errorf("%w: session data fails its integrity check (written without this app's keys)", ErrDecode)
+	if !s.sealer.verify(&d) {
+		return d, nil, nil, fmt.Errorf("%w: the document fails its integrity check (written without this application's keys)", ErrDecode)
 	}
-	encoded, codec := doc.data, s.cfg.Codec
-	if doc.version >= 3 {
-		if encoded, err = s.sealer.unwrap(docID, doc.data); err != nil {
-			return doc, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
-		}
-	} else if s.cfg.legacyGob {
-		codec = GobCodec{}
-	}
-	values, err := codec.Decode(encoded)
+	encoded, err := s.sealer.unwrap(d.id, d.data)
 	if err != nil {
-		return doc, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
+		return d, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
-	return doc, encoded, values, nil
+	values, err := s.cfg.Codec.Decode(encoded)
+	if err != nil {
+		return d, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
+	}
+	return d, encoded, values, nil
+}
+
+// live reports whether d is live at now: not expired, nor past the
+// absolute timeout in force (which may be shorter than when it was saved).
+func (s *Store) live(d *document, now time.Time) bool {
+	limit, ok := s.absoluteLimit(d.maxAge, d.createdAt)
+	return d.expiresAt.After(now) && (!ok || limit.After(now))
 }
 
 // Save writes the session to the database and sets its cookie.
 //
-// A session with Options.MaxAge < 0 is deleted and its cookie expired. A
-// session loaded from the database is updated only if its document still
-// exists and has not expired (one findAndModify by _id, no upsert);
-// otherwise Save returns ErrSessionGone and the session stays ended. Any
-// other session is inserted under a freshly generated ID. Values that
-// cannot be encoded give ErrEncode, values larger than Config.MaxSize give
-// ErrTooLarge; nothing is written then either. A loaded session whose ID
-// the application changed (for example cleared, to rotate it) is saved as
-// RegenerateID would.
+// A session with Options.MaxAge < 0 is ended: its document deleted, its
+// cookie expired. A loaded session is updated only if its document is
+// still live (one findAndModify by _id, never an insert); otherwise Save
+// returns ErrSessionGone and the session stays ended. A new session is
+// inserted under a fresh ID. A loaded session whose ID the application
+// changed is saved as RegenerateID would. Values that cannot be encoded, or
+// are larger than Config.MaxSize, give ErrEncode, and nothing is written.
 //
-// Save is not stopped by the request's context: a client that hangs up, or
-// a request deadline that passes, does not lose the change. It is bounded by
-// Config.Timeout instead. A cookie name with the __Host- prefix needs
-// Options with Secure, Path "/" and no Domain (__Secure-: Secure), or
-// browsers drop the cookie; Save refuses other options with an error
-// wrapping ErrInvalidConfig before writing anything.
+// Save is bounded by Config.Timeout, not by the request's context: a
+// client that hangs up does not lose its change. A cookie name with the
+// __Host- prefix needs Options with Secure, Path "/" and no Domain
+// (__Secure-: Secure); Save refuses others with ErrInvalidConfig.
 func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
-	return s.write(r, w, session, func(ctx context.Context, w http.ResponseWriter, session *sessions.Session) error {
-		return s.save(ctx, w, session, nil)
-	})
-}
-
-// write runs op, the save or the regeneration of session, after what both
-// share: a context bounded by Config.Timeout but not cancelled with the
-// request, the options checked, and the deletion of a session whose
-// Options.MaxAge is negative.
-func (s *Store) write(r *http.Request, w http.ResponseWriter, session *sessions.Session,
-	op func(context.Context, http.ResponseWriter, *sessions.Session) error) error {
 	ctx, cancel := s.opContext(r.Context(), true)
 	defer cancel()
-	deleting, err := s.prepare(session)
-	if err != nil {
-		return err
-	}
-	if deleting {
-		return s.delete(ctx, w, session)
-	}
-	return op(ctx, w, session)
+	return s.commit(ctx, w, session, nil)
 }
 
-// save is Save once write has done its part. encoded, if not nil, is
-// session.Values already encoded (by the middleware's change check).
-func (s *Store) save(ctx context.Context, w http.ResponseWriter, session *sessions.Session, encoded []byte) error {
-	st, stored := s.states.get(session)
-	if stored && st.docID != s.hasher.docID(session.ID) {
-		return s.regenerate(ctx, w, session)
+// commit writes session, whose values are encoded already if encoded is
+// not nil: it ends it, inserts it, moves it to a new ID or updates it.
+func (s *Store) commit(ctx context.Context, w http.ResponseWriter, session *sessions.Session, encoded []byte) error {
+	if session.Options == nil {
+		session.Options = s.newOptions()
+	}
+	if err := checkCookiePrefix(session.Name(), session.Options); err != nil {
+		return err
+	}
+	st := s.states.get(session)
+	if session.Options.MaxAge < 0 {
+		return s.end(ctx, w, session, st)
 	}
 	data, err := s.encode(session.Values, encoded)
 	if err != nil {
 		return err
 	}
-	now := s.instant(ctx)
-	if stored {
-		expiresAt := s.expiresAt(session.Options, st.createdAt, now)
-		if !expiresAt.After(s.cfg.Now()) {
-			return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
-		}
-		f := sealedFields{docID: st.docID, createdAt: st.createdAt, updatedAt: now, expiresAt: expiresAt,
-			data: s.sealer.wrap(st.docID, data)}
-		mac := s.sealer.seal(&f)
-		owner := s.ownerDigest(session.Values)
-		if err := s.update(ctx, st.docID, updateDocument(f, mac, owner, st.owned), s.cfg.Now(), st.expiresAt); err != nil {
-			return err
-		}
-		if st.cookie == "" {
-			if st.cookie, err = s.encodeCookie(session.Name(), session.ID); err != nil {
-				return err
-			}
-		}
-		st.savedAt, st.expiresAt, st.encoded, st.options, st.owned = now, expiresAt, data, *session.Options, owner != ""
-		s.states.set(session, st)
-		s.setCookie(w, session, st.cookie, expiresAt, now)
-		return nil
-	}
-	return s.insert(ctx, w, session, data, now)
-}
-
-// update applies change to the document docID if it exists and has not
-// expired at now, in one command that never inserts: a deleted session
-// stays deleted. seenExpiry is the document's expiry as this process last
-// saw it.
-//
-// Far from that expiry, the command filters on exactly {_id} (the shape
-// every server answers from its index) and returns the document as it was
-// before the change; if that shows the document had already expired (its
-// expiry was shortened meanwhile, or clocks disagree), the change reached
-// an ended session, which is then deleted, as the TTL monitor or the GC
-// would have, and ErrSessionGone is returned. A session that may expire
-// before the command reaches the server (seenExpiry within Config.Timeout
-// of now: a request that outlived its session) is changed only if the
-// server still finds it live, {_id, expiresAt: {$gt: now}}, so an expired
-// session is never extended, not even for an instant. (That shape costs a
-// scan on FerretDB v1, for these rare saves only.)
-func (s *Store) update(ctx context.Context, docID string, change bson.D, now, seenExpiry time.Time) error {
-	var liveAt time.Time
-	if !seenExpiry.After(now.Add(s.cfg.Timeout)) {
-		liveAt = now
-	}
-	before, err := s.coll.update(ctx, docID, change, liveAt)
+	now := s.cfg.Now()
 	switch {
-	case err != nil:
-		return err
-	case before == nil:
-		return ErrSessionGone
-	case live(before, now):
-		return nil
+	case st.id == "":
+		return s.insert(ctx, w, session, st, data, now, now)
+	case session.ID == "" || docID(session.ID) != st.id:
+		return s.regenerate(ctx, w, session, st, data, now)
 	}
-	if err := s.coll.delete(ctx, docID); err != nil {
-		return fmt.Errorf("%w; %w", ErrSessionGone, err)
-	}
-	return ErrSessionGone
+	return s.update(ctx, w, session, st, data, now)
 }
 
-// insert stores session as a new document under a fresh session ID,
-// created at now, records its state, and sets its cookie.
-func (s *Store) insert(ctx context.Context, w http.ResponseWriter, session *sessions.Session, data []byte, now time.Time) error {
-	id := newSessionID()
-	cookie, err := s.encodeCookie(session.Name(), id)
-	if err != nil {
-		return err
-	}
-	docID := s.hasher.docID(id)
-	expiresAt := s.expiresAt(session.Options, now, now)
-	f := sealedFields{docID: docID, createdAt: now, updatedAt: now, expiresAt: expiresAt, data: s.sealer.wrap(docID, data)}
-	mac := s.sealer.seal(&f)
-	owner := s.ownerDigest(session.Values)
-	if err := s.coll.insert(ctx, newDocument(f, mac, owner)); err != nil {
-		return err
-	}
-	session.ID = id
-	s.states.set(session, sessionState{
-		docID:     docID,
-		createdAt: now,
-		savedAt:   now,
-		expiresAt: expiresAt,
-		encoded:   data,
-		options:   *session.Options,
-		owned:     owner != "",
-		cookie:    cookie,
-	})
-	s.setCookie(w, session, cookie, expiresAt, now)
-	return nil
-}
-
-// encode encodes session values (unless encoded already holds them) and
-// enforces the size limit.
+// encode encodes values, unless encoded holds them, and enforces
+// Config.MaxSize.
 func (s *Store) encode(values map[any]any, encoded []byte) ([]byte, error) {
 	data := encoded
 	if data == nil {
@@ -382,118 +184,363 @@ func (s *Store) encode(values map[any]any, encoded []byte) ([]byte, error) {
 		}
 	}
 	if len(data) > s.cfg.MaxSize {
-		return nil, fmt.Errorf("%w: %d bytes encoded, limit %d", ErrTooLarge, len(data), s.cfg.MaxSize)
+		return nil, fmt.Errorf("%w: %d bytes encoded, more than MaxSize (%d)", ErrEncode, len(data), s.cfg.MaxSize)
 	}
 	return data, nil
 }
 
-// delete removes the session's document, expires its cookie and forgets
-// its ID.
-func (s *Store) delete(ctx context.Context, w http.ResponseWriter, session *sessions.Session) error {
-	if err := s.deleteDocument(ctx, session); err != nil {
+// newDocument returns the sealed document of session ID docID at revision
+// rev, holding data, created at createdAt and saved now.
+func (s *Store) newDocument(session *sessions.Session, id string, rev int64, data []byte, createdAt, now time.Time) document {
+	maxAge := session.Options.MaxAge
+	d := document{id: id, rev: rev, createdAt: createdAt.Truncate(time.Millisecond), updatedAt: now.Truncate(time.Millisecond),
+		expiresAt: s.expiresAt(maxAge, createdAt, now), maxAge: maxAge, data: s.sealer.wrap(id, data)}
+	if owner, _ := ownerOf(session.Values); owner != "" {
+		d.owner = s.sealer.ownerDigest(owner)
+	}
+	s.sealer.seal(&d)
+	return d
+}
+
+// stored returns the state of session once d, with its values encoded as
+// data, is its document.
+func stored(d *document, data []byte, session *sessions.Session, cookie string, others []string) sessionState {
+	return sessionState{id: d.id, rev: d.rev, createdAt: d.createdAt, updatedAt: d.updatedAt, expiresAt: d.expiresAt,
+		encoded: data, options: *session.Options, owned: d.owner != "", cookie: cookie, others: others}
+}
+
+// update writes session's document, st.id, if it is still live.
+//
+// Far from its expiry, the command filters on exactly {_id} and returns
+// the document as it was; if that had expired (its expiry shortened, or
+// clocks that disagree), the session ended before the write, so the
+// document is deleted, as the TTL monitor would, and ErrSessionGone
+// returned. Near its expiry (within Config.Timeout), it filters on
+// {_id, expiresAt > now}, so an expired session is never extended, not
+// even for an instant.
+func (s *Store) update(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState, data []byte, now time.Time) error {
+	d := s.newDocument(session, st.id, st.rev+1, data, st.createdAt, now)
+	if !d.expiresAt.After(now) {
+		return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
+	}
+	var liveAt time.Time
+	if !st.expiresAt.After(now.Add(s.cfg.Timeout)) {
+		liveAt = now
+	}
+	before, err := s.coll.update(ctx, &d, st.owned, liveAt)
+	switch {
+	case err != nil:
+		return err
+	case before == nil:
+		return ErrSessionGone
+	case !live(before, now):
+		if _, err := s.coll.delete(ctx, st.id); err != nil {
+			return fmt.Errorf("%w; %w", ErrSessionGone, err)
+		}
+		return ErrSessionGone
+	}
+	return s.sent(w, session, stored(&d, data, session, st.cookie, st.others), now)
+}
+
+// insert stores session as a new document under a fresh ID.
+func (s *Store) insert(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState, data []byte, createdAt, now time.Time) error {
+	id := newSessionID()
+	d := s.newDocument(session, docID(id), 1, data, createdAt, now)
+	if err := s.coll.insert(ctx, &d); err != nil {
 		return err
 	}
-	s.detach(session)
-	http.SetCookie(w, sessions.NewCookie(session.Name(), "", session.Options))
+	session.ID = id
+	return s.sent(w, session, stored(&d, data, session, "", st.others), now)
+}
+
+// regenerate moves session from its document, st.id, to a new one under a
+// fresh ID, keeping its values and its creation time. The new document is
+// inserted first and the old one deleted after, so that ending the owner's
+// sessions meanwhile ends the new one too; if the old one had ended, the
+// new one is deleted and ErrSessionGone returned.
+func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState, data []byte, now time.Time) error {
+	id := newSessionID()
+	d := s.newDocument(session, docID(id), 1, data, st.createdAt, now)
+	if !d.expiresAt.After(now) {
+		return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
+	}
+	if err := s.coll.insert(ctx, &d); err != nil {
+		s.detach(session)
+		return err
+	}
+	before, err := s.coll.remove(ctx, st.id)
+	if err != nil || before == nil || !live(before, now) {
+		_, derr := s.coll.delete(ctx, d.id)
+		if err != nil || derr != nil {
+			s.detach(session) // a later save inserts afresh, never under the old ID
+			return cmpErr(err, derr)
+		}
+		return ErrSessionGone // and the next save of this session says so again
+	}
+	session.ID = id
+	return s.sent(w, session, stored(&d, data, session, "", st.others), now)
+}
+
+// cmpErr returns a if it is not nil, else b.
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// sent records st, the state of session as just written, and sets its
+// cookie.
+func (s *Store) sent(w http.ResponseWriter, session *sessions.Session, st sessionState, now time.Time) error {
+	if st.cookie == "" {
+		var err error
+		if st.cookie, err = s.cookies.encode(session.Name(), session.ID); err != nil {
+			return err
+		}
+	}
+	s.states.set(session, st)
+	setCookie(w, session.Name(), st.cookie, session.Options, st.expiresAt, now)
 	return nil
 }
 
-// deleteDocument deletes the document of the session's ID, if it has one.
-func (s *Store) deleteDocument(ctx context.Context, session *sessions.Session) error {
-	docID := s.documentOf(session)
-	if docID == "" && validSessionID(session.ID) {
-		docID = s.hasher.docID(session.ID)
+// end deletes the documents of session and of every other session whose
+// cookie the request carried, expires the cookie, and forgets the ID.
+func (s *Store) end(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState) error {
+	if err := s.deleteAll(ctx, session, st); err != nil {
+		return err
 	}
-	if docID == "" {
-		return nil
+	s.detach(session)
+	expireCookie(w, session.Name(), session.Options)
+	return nil
+}
+
+// deleteAll deletes the documents of session and st.others.
+func (s *Store) deleteAll(ctx context.Context, session *sessions.Session, st sessionState) error {
+	ids := st.others
+	if st.id != "" {
+		ids = append(ids, st.id)
+	} else if validSessionID(session.ID) {
+		ids = append(ids, docID(session.ID))
 	}
-	return s.coll.delete(ctx, docID)
+	_, err := s.coll.delete(ctx, ids...)
+	return err
+}
+
+// detach forgets the session's ID and state: its next save inserts it
+// under a fresh ID.
+func (s *Store) detach(session *sessions.Session) {
+	s.states.forget(session)
+	session.ID = ""
+}
+
+// RegenerateID gives the session a new ID, keeping its values and its
+// creation time (the absolute timeout still counts from it), deletes the
+// document of the old ID, and sets the new cookie: call it when privileges
+// change, to defeat session fixation. A session never saved is saved under
+// a fresh ID; one with Options.MaxAge < 0 is ended.
+//
+// If the old document was ended meanwhile (a logout elsewhere),
+// RegenerateID returns ErrSessionGone, keeps nothing, and later saves fail
+// the same way. After any other failure, a later save stores the session
+// under a fresh ID, never under the old one.
+func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
+	ctx, cancel := s.opContext(r.Context(), true)
+	defer cancel()
+	session.ID = ""
+	return s.commit(ctx, w, session, nil)
 }
 
 // Restart ends the session's stored life and makes it a new, empty
-// session: it deletes the document of its ID (if there is one), clears its
-// values and forgets its ID, so that its next save (Save, or the
-// middleware's) stores it under a fresh ID with a new cookie. Call it at
-// login when nothing of the anonymous session is to be kept, then set the
-// logged-in values.
-//
-// Unlike RegenerateID, which carries the values over and so refuses
-// (ErrSessionGone) when the session was ended elsewhere meanwhile, Restart
-// succeeds whatever became of the old session: a login racing a logout in
-// another tab gets a fresh session, and nothing of the logged-out one comes
-// back. A database failure gives an error wrapping ErrDatabase; the session
-// is emptied and detached all the same, so nothing is ever written under
-// its old ID. Like Save, Restart is bounded by Config.Timeout, not by the
-// request's context.
+// session: it deletes its document (and those of the request's other
+// cookies of that name), clears its values and forgets its ID, so that its
+// next save stores it under a fresh ID. Call it at login when nothing of
+// the anonymous session is to be kept. Unlike RegenerateID, it succeeds
+// whatever became of the old session: a login racing a logout gets a
+// fresh session. A database failure gives ErrDatabase, and the session is
+// emptied and detached all the same.
 func (s *Store) Restart(r *http.Request, session *sessions.Session) error {
 	ctx, cancel := s.opContext(r.Context(), true)
 	defer cancel()
-	err := s.deleteDocument(ctx, session)
+	err := s.deleteAll(ctx, session, s.states.get(session))
 	s.detach(session)
 	clear(session.Values)
 	session.IsNew = true
 	return err
 }
 
-// RegenerateID gives the session a new ID, keeping its values, and deletes
-// the document of the old ID: call it when privileges change (at login) to
-// defeat session fixation. The session counts as created now for the
-// absolute timeout. It sets the new cookie. A session that was never saved
-// is simply saved under a fresh ID; one with Options.MaxAge < 0 is deleted.
-//
-// The old document is deleted first, and only if it is still live: if it
-// was deleted (a logout elsewhere) or expired while the request ran,
-// RegenerateID returns ErrSessionGone, creates nothing, and later saves of
-// the session fail the same way; a logged-out session never comes back.
-// After any other failure the session is detached from its old ID: a later
-// Save (for example the middleware's) stores it under a fresh ID, never
-// under the old one, so values set for new privileges cannot reach an ID an
-// attacker may have planted.
-func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
-	return s.write(r, w, session, s.regenerate)
+// Times returns the session's times as last loaded or saved by this
+// store, and false for a session that is not stored.
+func (s *Store) Times(session *sessions.Session) (SessionTimes, bool) {
+	st := s.states.get(session)
+	return SessionTimes{CreatedAt: st.createdAt, UpdatedAt: st.updatedAt, ExpiresAt: st.expiresAt}, st.id != ""
 }
 
-// regenerate is RegenerateID once write has done its part.
-func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *sessions.Session) error {
-	st, stored := s.states.get(session)
-	if !stored {
-		s.detach(session)
-		return s.save(ctx, w, session, nil)
+// MaxAge sets Options.MaxAge of new sessions, in seconds, as
+// sessions.CookieStore.MaxAge does: how long a session lives unused (0:
+// until the browser closes, Config.IdleTimeout on the server).
+func (s *Store) MaxAge(age int) {
+	if s.Options == nil {
+		s.Options = defaultOptions()
 	}
-	data, err := s.encode(session.Values, nil)
-	if err != nil {
-		s.detach(session)
-		return err
-	}
-	now := s.instant(ctx)
-	before, err := s.coll.remove(ctx, st.docID)
-	if err != nil {
-		s.detach(session)
-		return err
-	}
-	if before == nil || !live(before, s.cfg.Now()) {
-		return ErrSessionGone // deleted or expired meanwhile: never revived
-	}
-	s.detach(session)
-	return s.insert(ctx, w, session, data, now)
+	s.Options.MaxAge = age
 }
 
-// detach forgets the session's ID and stored state, so that its next save
-// inserts it under a fresh ID.
-func (s *Store) detach(session *sessions.Session) {
-	s.states.forget(session)
-	session.ID = ""
-}
-
-// Close stops the background GC goroutine, if any, and waits for it. It
-// does not disconnect the mongo client, which belongs to the caller. Close is
-// idempotent; the store keeps serving Get and Save after it.
+// Close stops the store's background work (the GC goroutine) and waits for
+// it. It does not disconnect the client, which is the caller's. The store
+// keeps serving requests after Close.
 func (s *Store) Close() error {
-	s.closeOnce.Do(func() {
-		s.closeLife()
-		if s.gcDone != nil {
-			<-s.gcDone
-		}
-	})
+	s.stop()
+	s.background.Wait()
 	return nil
+}
+
+// newOptions returns a copy of the store's default options.
+func (s *Store) newOptions() *sessions.Options {
+	if s.Options == nil {
+		return defaultOptions()
+	}
+	opts := *s.Options
+	return &opts
+}
+
+// opContext bounds one operation by Config.Timeout. A detached one keeps
+// ctx's values but not its cancellation: a save outlives a client that
+// hangs up.
+func (s *Store) opContext(ctx context.Context, detached bool) (context.Context, context.CancelFunc) {
+	if detached {
+		ctx = context.WithoutCancel(ctx)
+	}
+	return context.WithTimeout(ctx, s.cfg.Timeout)
+}
+
+// expiresAt is when a session with this MaxAge, created at createdAt and
+// saved at now, expires: after its idle timeout, never past its absolute
+// limit.
+func (s *Store) expiresAt(maxAge int, createdAt, now time.Time) time.Time {
+	t := now.Add(s.idleTimeout(maxAge))
+	if limit, ok := s.absoluteLimit(maxAge, createdAt); ok && limit.Before(t) {
+		t = limit
+	}
+	return t.Truncate(time.Millisecond) // BSON dates have millisecond precision
+}
+
+// idleTimeout is how long a session with this MaxAge lives unused.
+func (s *Store) idleTimeout(maxAge int) time.Duration {
+	if maxAge > 0 {
+		return time.Duration(maxAge) * time.Second
+	}
+	return s.cfg.IdleTimeout
+}
+
+// absoluteLimit is when a session with this MaxAge, created at createdAt,
+// ends however active, and false if it has no such limit.
+func (s *Store) absoluteLimit(maxAge int, createdAt time.Time) (time.Time, bool) {
+	switch d := s.cfg.AbsoluteTimeout; {
+	case d < 0:
+		return time.Time{}, false
+	case d > 0:
+		return createdAt.Add(d), true
+	}
+	return createdAt.Add(max(defaultAbsoluteTimeout, s.idleTimeout(maxAge))), true
+}
+
+// Session values that tie a session to its owner (SetOwner).
+const (
+	ownerKey  = "_mongostore_owner"
+	deviceKey = "_mongostore_device"
+)
+
+// ownerOf returns the owner and device label session values hold.
+func ownerOf(values map[any]any) (owner, device string) {
+	if owner, _ = values[ownerKey].(string); owner != "" {
+		device, _ = values[deviceKey].(string)
+	}
+	return owner, device
+}
+
+// sessionState is what the store remembers of a session between loading
+// (or first saving) it and saving it again: gorilla's Session has no room
+// for it, and Values would leak it into the application's data.
+type sessionState struct {
+	// id is the _id of the session's document, "" if it has none (new).
+	// Saves update that document, never insert it again: a session ended
+	// meanwhile stays ended.
+	id  string
+	rev int64
+	// createdAt anchors the absolute timeout; updatedAt and expiresAt are
+	// as last read or written.
+	createdAt, updatedAt, expiresAt time.Time
+	// encoded is the values as last read or written, by the codec.
+	encoded []byte
+	// options is the session's options as last read or written.
+	options sessions.Options
+	// owned says the document has an owner field.
+	owned bool
+	// cookie is a cookie value for the session's ID, signed with the
+	// current key, that saves send back rather than sign the ID anew.
+	cookie string
+	// others are the _ids of the other sessions whose cookies the request
+	// carried (one may have been tossed in by a sibling domain): ending
+	// this session ends them too.
+	others []string
+}
+
+// sessionTable maps sessions to their state without keeping the sessions
+// alive. Entries of sessions the garbage collector has reclaimed are swept
+// out when the table has doubled since its last sweep: O(1) per set,
+// amortized.
+type sessionTable struct {
+	mu        sync.Mutex
+	m         map[weak.Pointer[sessions.Session]]sessionState
+	nextSweep int
+}
+
+// minSweep is the table size below which it is never swept.
+const minSweep = 1024
+
+func newSessionTable() *sessionTable {
+	return &sessionTable{m: make(map[weak.Pointer[sessions.Session]]sessionState), nextSweep: minSweep}
+}
+
+// get returns the state of session, or the zero state.
+func (t *sessionTable) get(session *sessions.Session) sessionState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[weak.Make(session)]
+}
+
+// set records the state of session.
+func (t *sessionTable) set(session *sessions.Session, st sessionState) {
+	wp := weak.Make(session)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.m[wp] = st
+	if len(t.m) >= t.nextSweep {
+		t.sweep()
+	}
+}
+
+// sweep removes the entries of reclaimed sessions. t.mu is held.
+func (t *sessionTable) sweep() {
+	for wp := range t.m {
+		if wp.Value() == nil {
+			delete(t.m, wp)
+		}
+	}
+	t.nextSweep = max(2*len(t.m), minSweep)
+}
+
+// forget removes the state of session.
+func (t *sessionTable) forget(session *sessions.Session) {
+	t.mu.Lock()
+	delete(t.m, weak.Make(session))
+	t.mu.Unlock()
+}
+
+// len returns the number of live sessions with a state (tests).
+func (t *sessionTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sweep()
+	return len(t.m)
 }
