@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"reflect"
 	"slices"
-	"strconv"
 	"time"
 )
 
@@ -97,25 +97,26 @@ const (
 	gobForm     byte = 'G'
 )
 
-// Value tags of the compact form.
+// Value tags of the compact form. The integer tags follow the order of
+// their reflect.Kind.
 const (
 	tagNil byte = iota
 	tagString
 	tagFalse
 	tagTrue
-	tagInt
-	tagInt8
-	tagInt16
-	tagInt32
-	tagInt64
-	tagUint
-	tagUint8
-	tagUint16
-	tagUint32
-	tagUint64
-	tagFloat32
+	tagInt // int, int8, int16, int32, int64: a varint
+	_
+	_
+	_
+	_
+	tagUint // uint, uint8, uint16, uint32, uint64: a uvarint
+	_
+	_
+	_
+	_
+	tagFloat32 // big-endian IEEE 754 bits
 	tagFloat64
-	tagTime
+	tagTime // then tagBytes, tagStrings, tagList and tagMap: a length or count, then the elements
 	tagBytes
 	tagStrings
 	tagList
@@ -129,9 +130,24 @@ const maxCompactDepth = 32
 var errNotCompact = errors.New("no compact form")
 
 func (compactCodec) Encode(values map[any]any) ([]byte, error) {
-	if b, err := appendCompactMap([]byte{compactForm}, values); !errors.Is(err, errNotCompact) {
-		return b, err
+	var small [16]string // most sessions hold fewer values: no allocation
+	keys := small[:0]
+	for k := range values {
+		ks, ok := k.(string)
+		if !ok {
+			return encodeGobForm(values)
+		}
+		keys = append(keys, ks)
 	}
+	b, err := appendEntries([]byte{compactForm}, keys, func(k string) any { return values[k] }, 0)
+	if errors.Is(err, errNotCompact) {
+		return encodeGobForm(values)
+	}
+	return b, err
+}
+
+// encodeGobForm returns values in the gob form.
+func encodeGobForm(values map[any]any) ([]byte, error) {
 	g, err := gobEncode(values)
 	if err != nil {
 		return nil, err
@@ -139,33 +155,25 @@ func (compactCodec) Encode(values map[any]any) ([]byte, error) {
 	return append([]byte{gobForm}, g...), nil
 }
 
-func appendCompactMap(b []byte, values map[any]any) ([]byte, error) {
-	var small [16]string // most sessions hold fewer values: no allocation
-	keys := small[:0]
-	for k := range values {
-		ks, ok := k.(string)
-		if !ok {
-			return b, errNotCompact
-		}
-		keys = append(keys, ks)
-	}
+// appendEntries appends the count of keys, then each key, sorted, and its
+// value.
+func appendEntries(b []byte, keys []string, value func(string) any, depth int) ([]byte, error) {
 	slices.Sort(keys)
 	b = binary.AppendUvarint(b, uint64(len(keys)))
 	var err error
 	for _, k := range keys {
-		b = appendCompactString(b, k)
-		if b, err = appendCompactValue(b, values[k], 0); err != nil {
+		if b, err = appendValue(appendString(b, k), value(k), depth); err != nil {
 			return b, err
 		}
 	}
 	return b, nil
 }
 
-func appendCompactString(b []byte, s string) []byte {
+func appendString[S string | []byte](b []byte, s S) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
 }
 
-func appendCompactValue(b []byte, v any, depth int) ([]byte, error) {
+func appendValue(b []byte, v any, depth int) ([]byte, error) {
 	if depth > maxCompactDepth {
 		return b, errNotCompact
 	}
@@ -173,32 +181,18 @@ func appendCompactValue(b []byte, v any, depth int) ([]byte, error) {
 	case nil:
 		return append(b, tagNil), nil
 	case string:
-		return appendCompactString(append(b, tagString), v), nil
+		return appendString(append(b, tagString), v), nil
 	case bool:
 		if v {
 			return append(b, tagTrue), nil
 		}
 		return append(b, tagFalse), nil
-	case int:
-		return binary.AppendVarint(append(b, tagInt), int64(v)), nil
-	case int8:
-		return binary.AppendVarint(append(b, tagInt8), int64(v)), nil
-	case int16:
-		return binary.AppendVarint(append(b, tagInt16), int64(v)), nil
-	case int32:
-		return binary.AppendVarint(append(b, tagInt32), int64(v)), nil
-	case int64:
-		return binary.AppendVarint(append(b, tagInt64), v), nil
-	case uint:
-		return binary.AppendUvarint(append(b, tagUint), uint64(v)), nil
-	case uint8:
-		return binary.AppendUvarint(append(b, tagUint8), uint64(v)), nil
-	case uint16:
-		return binary.AppendUvarint(append(b, tagUint16), uint64(v)), nil
-	case uint32:
-		return binary.AppendUvarint(append(b, tagUint32), uint64(v)), nil
-	case uint64:
-		return binary.AppendUvarint(append(b, tagUint64), v), nil
+	case int, int8, int16, int32, int64: // exactly these types: a named one takes gob
+		rv := reflect.ValueOf(v)
+		return binary.AppendVarint(append(b, tagInt+byte(rv.Kind()-reflect.Int)), rv.Int()), nil
+	case uint, uint8, uint16, uint32, uint64:
+		rv := reflect.ValueOf(v)
+		return binary.AppendUvarint(append(b, tagUint+byte(rv.Kind()-reflect.Uint)), rv.Uint()), nil
 	case float32:
 		return binary.BigEndian.AppendUint32(append(b, tagFloat32), math.Float32bits(v)), nil
 	case float64:
@@ -206,37 +200,28 @@ func appendCompactValue(b []byte, v any, depth int) ([]byte, error) {
 	case time.Time:
 		t, err := v.MarshalBinary()
 		if err != nil {
-			return b, errNotCompact // gob reports the error, as it always did
+			return b, errNotCompact // gob reports the error
 		}
-		return append(binary.AppendUvarint(append(b, tagTime), uint64(len(t))), t...), nil
+		return appendString(append(b, tagTime), t), nil
 	case []byte:
-		return append(binary.AppendUvarint(append(b, tagBytes), uint64(len(v))), v...), nil
+		return appendString(append(b, tagBytes), v), nil
 	case []string:
 		b = binary.AppendUvarint(append(b, tagStrings), uint64(len(v)))
 		for _, s := range v {
-			b = appendCompactString(b, s)
+			b = appendString(b, s)
 		}
 		return b, nil
 	case []any:
 		b = binary.AppendUvarint(append(b, tagList), uint64(len(v)))
 		var err error
 		for _, e := range v {
-			if b, err = appendCompactValue(b, e, depth+1); err != nil {
+			if b, err = appendValue(b, e, depth+1); err != nil {
 				return b, err
 			}
 		}
 		return b, nil
 	case map[string]any:
-		keys := slices.Sorted(maps.Keys(v))
-		b = binary.AppendUvarint(append(b, tagMap), uint64(len(keys)))
-		var err error
-		for _, k := range keys {
-			b = appendCompactString(b, k)
-			if b, err = appendCompactValue(b, v[k], depth+1); err != nil {
-				return b, err
-			}
-		}
-		return b, nil
+		return appendEntries(append(b, tagMap), slices.Collect(maps.Keys(v)), func(k string) any { return v[k] }, depth+1)
 	}
 	return b, errNotCompact
 }
@@ -283,18 +268,17 @@ func (d *compactDecoder) fail(what string) {
 	d.b = nil
 }
 
-func (d *compactDecoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail("bad uvarint")
-		return 0
+// varint reads a varint, or with unsigned a uvarint, as a uint64.
+func (d *compactDecoder) varint(unsigned bool) uint64 {
+	var v uint64
+	var n int
+	if unsigned {
+		v, n = binary.Uvarint(d.b)
+	} else {
+		var i int64
+		i, n = binary.Varint(d.b)
+		v = uint64(i)
 	}
-	d.b = d.b[n:]
-	return v
-}
-
-func (d *compactDecoder) varint() int64 {
-	v, n := binary.Varint(d.b)
 	if n <= 0 {
 		d.fail("bad varint")
 		return 0
@@ -306,7 +290,7 @@ func (d *compactDecoder) varint() int64 {
 // count reads an element count, which cannot exceed the bytes left (every
 // element takes at least one).
 func (d *compactDecoder) count() int {
-	n := d.uvarint()
+	n := d.varint(true)
 	if n > uint64(len(d.b)) {
 		d.fail("count larger than the data")
 		return 0
@@ -314,20 +298,17 @@ func (d *compactDecoder) count() int {
 	return int(n)
 }
 
-func (d *compactDecoder) bytes() []byte {
-	n := d.count()
-	if d.err != nil {
-		return nil
-	}
-	v := d.b[:n:n]
-	d.b = d.b[n:]
-	return v
-}
-
 // presize is the capacity to allocate for n elements that the input
 // claims: at most 16, and growth follows the elements actually decoded
 // (a count of a million, in a megabyte of junk, once allocated 41 MiB).
 func presize(n int) int { return min(n, 16) }
+
+func (d *compactDecoder) bytes() []byte {
+	n := d.count()
+	v := d.b[:n:n]
+	d.b = d.b[n:]
+	return v
+}
 
 func (d *compactDecoder) string() string { return string(d.bytes()) }
 
@@ -341,101 +322,57 @@ func (d *compactDecoder) fixed(n int) []byte {
 	return v
 }
 
-// intIn reads a varint that must fit in bits.
-func (d *compactDecoder) intIn(bits int) int64 {
-	v := d.varint()
-	if bits < 64 && (v < -1<<(bits-1) || v >= 1<<(bits-1)) {
+// integer reads an integer of the type its tag names.
+func (d *compactDecoder) integer(tag byte) any {
+	zeros := [...]any{int(0), int8(0), int16(0), int32(0), int64(0), uint(0), uint8(0), uint16(0), uint32(0), uint64(0)}
+	v := reflect.New(reflect.TypeOf(zeros[tag-tagInt])).Elem()
+	x := d.varint(tag >= tagUint)
+	if tag < tagUint && !v.OverflowInt(int64(x)) {
+		v.SetInt(int64(x))
+	} else if tag >= tagUint && !v.OverflowUint(x) {
+		v.SetUint(x)
+	} else {
 		d.fail("integer out of range")
 	}
-	return v
-}
-
-// uintIn reads a uvarint that must fit in bits.
-func (d *compactDecoder) uintIn(bits int) uint64 {
-	v := d.uvarint()
-	if bits < 64 && v >= 1<<bits {
-		d.fail("integer out of range")
-	}
-	return v
+	return v.Interface()
 }
 
 func (d *compactDecoder) value(depth int) any {
-	if depth > maxCompactDepth {
-		d.fail("nested too deep")
-		return nil
-	}
-	if len(d.b) == 0 {
-		d.fail("missing value")
+	if depth > maxCompactDepth || len(d.b) == 0 {
+		d.fail("missing or too deeply nested value")
 		return nil
 	}
 	tag := d.b[0]
 	d.b = d.b[1:]
-	switch tag {
-	case tagNil:
+	switch {
+	case tag >= tagInt && tag < tagFloat32:
+		return d.integer(tag)
+	case tag == tagNil:
 		return nil
-	case tagString:
+	case tag == tagString:
 		return d.string()
-	case tagFalse:
-		return false
-	case tagTrue:
-		return true
-	case tagInt:
-		return int(d.intIn(strconv.IntSize))
-	case tagInt8:
-		return int8(d.intIn(8))
-	case tagInt16:
-		return int16(d.intIn(16))
-	case tagInt32:
-		return int32(d.intIn(32))
-	case tagInt64:
-		return d.varint()
-	case tagUint:
-		return uint(d.uintIn(strconv.IntSize))
-	case tagUint8:
-		return uint8(d.uintIn(8))
-	case tagUint16:
-		return uint16(d.uintIn(16))
-	case tagUint32:
-		return uint32(d.uintIn(32))
-	case tagUint64:
-		return d.uvarint()
-	case tagFloat32:
+	case tag == tagFalse || tag == tagTrue:
+		return tag == tagTrue
+	case tag == tagFloat32:
 		return math.Float32frombits(binary.BigEndian.Uint32(d.fixed(4)))
-	case tagFloat64:
+	case tag == tagFloat64:
 		return math.Float64frombits(binary.BigEndian.Uint64(d.fixed(8)))
-	case tagTime:
+	case tag == tagTime:
 		var t time.Time
-		if err := t.UnmarshalBinary(d.bytes()); err != nil && d.err == nil {
+		if err := t.UnmarshalBinary(d.bytes()); err != nil {
 			d.fail("bad time")
 		}
 		return t
-	case tagBytes:
-		b := d.bytes()
-		if len(b) == 0 {
-			return []byte(nil) // as gob decodes an empty slice
+	case tag == tagBytes:
+		if b := d.bytes(); len(b) > 0 {
+			return bytes.Clone(b)
 		}
-		return bytes.Clone(b)
-	case tagStrings:
-		n := d.count()
-		if n == 0 {
-			return []string(nil)
-		}
-		v := make([]string, 0, presize(n))
-		for i := 0; i < n && d.err == nil; i++ {
-			v = append(v, d.string())
-		}
-		return v
-	case tagList:
-		n := d.count()
-		if n == 0 {
-			return []any(nil)
-		}
-		v := make([]any, 0, presize(n))
-		for i := 0; i < n && d.err == nil; i++ {
-			v = append(v, d.value(depth+1))
-		}
-		return v
-	case tagMap:
+		return []byte(nil) // as gob decodes an empty slice
+	case tag == tagStrings:
+		return list(d, (*compactDecoder).string, []string(nil))
+	case tag == tagList:
+		return list(d, func(d *compactDecoder) any { return d.value(depth + 1) }, []any(nil))
+	case tag == tagMap:
 		n := d.count()
 		v := make(map[string]any, presize(n))
 		for i := 0; i < n && d.err == nil; i++ {
@@ -446,4 +383,18 @@ func (d *compactDecoder) value(depth int) any {
 	}
 	d.fail(fmt.Sprintf("unknown tag %d", tag))
 	return nil
+}
+
+// list reads a count and that many elements; none gives a nil slice, as
+// gob decodes an empty one.
+func list[T any](d *compactDecoder, elem func(*compactDecoder) T, none []T) []T {
+	n := d.count()
+	if n == 0 {
+		return none
+	}
+	v := make([]T, 0, presize(n))
+	for i := 0; i < n && d.err == nil; i++ {
+		v = append(v, elem(d))
+	}
+	return v
 }

@@ -120,7 +120,7 @@ func newFaultRig(t *testing.T, uri string, cfg Config) *faultRig {
 	if rig.store, err = NewStore(ctx, coll, cfg, testHashKey); err != nil {
 		t.Fatalf("NewStore: %v", err)
 	}
-	rig.srv = httptest.NewServer(rig.store.Middleware(testSessionName, MiddlewareOptions{ErrorHandler: rig.errorHandler})(rig.handler()))
+	rig.srv = httptest.NewServer(rig.store.Middleware(testSessionName, rig.errorHandler)(rig.handler()))
 	for i := range faultUsers {
 		jar, _ := cookiejar.New(nil)
 		rig.users = append(rig.users, &faultUser{id: i, rig: rig,
@@ -164,12 +164,16 @@ func (rig *faultRig) handler() http.Handler {
 		n, _ := s.Values["n"].(int)
 		return fmt.Sprintf("%s %d", owner, n)
 	}
+	session := func(r *http.Request) *sessions.Session {
+		s, _ := rig.store.Get(r, testSessionName) // loaded by the middleware: the same session
+		return s
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /read", func(w http.ResponseWriter, r *http.Request) {
-		io.WriteString(w, state(Session(r, testSessionName)))
+		io.WriteString(w, state(session(r)))
 	})
 	mux.HandleFunc("POST /write", func(w http.ResponseWriter, r *http.Request) {
-		s := Session(r, testSessionName)
+		s := session(r)
 		before := state(s)
 		n, _ := strconv.Atoi(r.FormValue("n"))
 		s.Values["owner"] = r.FormValue("owner")
@@ -177,7 +181,7 @@ func (rig *faultRig) handler() http.Handler {
 		io.WriteString(w, before) // the middleware saves first; its error handler answers if that fails
 	})
 	mux.HandleFunc("POST /logout", func(w http.ResponseWriter, r *http.Request) {
-		s := Session(r, testSessionName)
+		s := session(r)
 		before := state(s)
 		s.Options.MaxAge = -1
 		io.WriteString(w, before)
