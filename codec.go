@@ -14,18 +14,16 @@ import (
 	"time"
 )
 
-// Codec encodes the values of a session (sessions.Session.Values) to the
-// bytes stored in its document, and back (Config.Codec). Implementations
-// must be safe for concurrent use. The store passes Decode only bytes it
+// Codec encodes session values for the document, and back (Config.Codec).
+// It must be safe for concurrent use. Decode gets only bytes the store
 // encoded itself: their MAC is checked first.
 type Codec interface {
 	Encode(values map[any]any) ([]byte, error)
 	Decode(data []byte) (map[any]any, error)
 }
 
-// gobEncode and gobDecode are the compact codec's fallback for values it
-// has no form of its own for: every type gob supports round-trips, custom
-// types once registered with gob.Register, as in gorilla's stores.
+// gobEncode and gobDecode are the default codec's fallback, as in
+// gorilla's stores: custom types must be registered with gob.Register.
 func gobEncode(values map[any]any) ([]byte, error) {
 	var buf bytes.Buffer
 	if err := gob.NewEncoder(&buf).Encode(values); err != nil {
@@ -35,8 +33,8 @@ func gobEncode(values map[any]any) ([]byte, error) {
 }
 
 func gobDecode(data []byte) (values map[any]any, err error) {
-	// gob is not hardened against hostile input; the MAC keeps such bytes
-	// away, and recover is the last line for its panics.
+	// gob is not hardened against hostile input: the MAC keeps it away,
+	// recover is the last line.
 	defer func() {
 		if r := recover(); r != nil {
 			values, err = nil, fmt.Errorf("gob: malformed data: %v", r)
@@ -51,9 +49,8 @@ func gobDecode(data []byte) (values map[any]any, err error) {
 	return values, nil
 }
 
-// JSONCodec encodes values as a JSON object, which other languages can read.
-// Keys must be strings. JSON does not keep Go types: numbers come back as
-// float64, structs as map[string]any, and flashes as []any.
+// JSONCodec encodes values as a JSON object, for other languages. Keys
+// must be strings; numbers come back as float64, structs as maps.
 type JSONCodec struct{}
 
 // Encode implements Codec.
@@ -82,13 +79,10 @@ func (JSONCodec) Decode(data []byte) (map[any]any, error) {
 	return values, nil
 }
 
-// compactCodec is the default codec. It encodes what sessions usually
-// hold in a compact binary form, fast to write and read: string, bool,
-// every int and uint type, float32 and float64, time.Time, []byte,
-// []string, and []any and map[string]any of such values (flashes are a
-// []any), keyed by strings. A session holding anything else (a struct, a
-// type registered with gob) is encoded whole with gob, so every value a
-// gorilla application stores round-trips, with its Go type.
+// compactCodec is the default codec: a compact binary form of string,
+// bool, the int, uint and float types, time.Time, []byte, []string, and
+// []any and map[string]any of these (flashes are a []any), keyed by
+// strings; a session holding anything else is encoded whole with gob.
 type compactCodec struct{}
 
 // The first byte of compactCodec's output says which form follows.
@@ -97,30 +91,16 @@ const (
 	gobForm     byte = 'G'
 )
 
-// Value tags of the compact form. The integer tags follow the order of
-// their reflect.Kind.
+// Value tags of the compact form. Integers: a varint (a uvarint for
+// unsigned), the tag giving the type in the order of reflect.Kind; floats:
+// their big-endian IEEE 754 bits; the rest: a length or count, then the
+// bytes or elements.
 const (
-	tagNil byte = iota
-	tagString
-	tagFalse
-	tagTrue
-	tagInt // int, int8, int16, int32, int64: a varint
-	_
-	_
-	_
-	_
-	tagUint // uint, uint8, uint16, uint32, uint64: a uvarint
-	_
-	_
-	_
-	_
-	tagFloat32 // big-endian IEEE 754 bits
-	tagFloat64
-	tagTime // then tagBytes, tagStrings, tagList and tagMap: a length or count, then the elements
-	tagBytes
-	tagStrings
-	tagList
-	tagMap
+	tagNil, tagString, tagFalse, tagTrue  byte = 0, 1, 2, 3
+	tagInt                                byte = 4 // to 8: int, int8, int16, int32, int64
+	tagUint                               byte = 9 // to 13: uint, uint8, uint16, uint32, uint64
+	tagFloat32, tagFloat64, tagTime       byte = 14, 15, 16
+	tagBytes, tagStrings, tagList, tagMap byte = 17, 18, 19, 20
 )
 
 // maxCompactDepth bounds the nesting of lists and maps.

@@ -12,13 +12,12 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 )
 
-// This file is the store's whole database surface: the document format,
-// the filters, and every command the store sends. The commands of a request
-// filter on exactly {_id: …}, the one shape FerretDB v1 answers from an
-// index.
+// This file is the store's whole database surface: the document format and
+// every command the store sends. A request's commands filter on exactly
+// {_id: …}, the one shape FerretDB v1 answers from an index.
 
-// formatVersion is the version of the document format, in field v. The
-// store reads no other: a later format must keep reading this one.
+// formatVersion is the document format, in field v. A later format must
+// keep reading this one.
 const formatVersion = 1
 
 // Field names of a session document.
@@ -35,16 +34,14 @@ const (
 	fieldOwner     = "owner"     // a keyed digest of the owner (SetOwner); absent without one
 )
 
-// Index names, and the TTL index's expireAfterSeconds: each document
-// expires at its own expiresAt.
+// Index names, and the TTL index's expireAfterSeconds.
 const (
 	expiresAtIndexName    = fieldExpiresAt + "_1"
 	ownerIndexName        = fieldOwner + "_1_" + fieldExpiresAt + "_1"
 	ttlExpireAfterSeconds = 0
 )
 
-// sweepComment marks the commands of a GC sweep in the server's logs,
-// profiler and currentOp.
+// sweepComment marks a GC sweep's commands in the server's logs.
 const sweepComment = "mongostore gc sweep"
 
 // document is a session document.
@@ -59,8 +56,7 @@ type document struct {
 
 var errMalformed = errors.New("malformed session document")
 
-// parseDocument reads a raw session document. It never panics, whatever
-// the bytes: something other than the store may have written them.
+// parseDocument reads a raw session document, whatever the bytes.
 func parseDocument(raw bson.Raw) (document, error) {
 	var d document
 	if err := raw.Validate(); err != nil {
@@ -120,8 +116,8 @@ func (d *document) fields() bson.D {
 	return f
 }
 
-// update returns the update that makes an existing document d; hadOwner
-// says whether it has an owner field, which d may drop.
+// update returns the update that makes an existing document, which has an
+// owner field if hadOwner, d.
 func (d *document) update(hadOwner bool) bson.D {
 	u := bson.D{{Key: "$set", Value: d.fields()}}
 	if hadOwner && d.owner == "" {
@@ -130,8 +126,8 @@ func (d *document) update(hadOwner bool) bson.D {
 	return u
 }
 
-// live reports whether a raw document has not expired at now. One without
-// a date in expiresAt was not written by the store and counts as expired.
+// live reports whether a raw document has not expired at now (one without a
+// date in expiresAt is not the store's).
 func live(raw bson.Raw, now time.Time) bool {
 	t, ok := dateOK(raw.Lookup(fieldExpiresAt))
 	return ok && t.After(now)
@@ -151,9 +147,9 @@ func ownedFilter(owners []string, now time.Time) bson.D {
 	return bson.D{{Key: fieldOwner, Value: owner}, {Key: fieldExpiresAt, Value: gt(now)}}
 }
 
-// collection sends the store's commands. Every read goes to the primary,
-// whatever the client's default, so a request reads what the last one
-// wrote. Errors wrap ErrDatabase.
+// collection sends the store's commands. Reads go to the primary, whatever
+// the client's default: a request reads what the last one wrote. Errors
+// wrap ErrDatabase.
 type collection struct{ c *mongo.Collection }
 
 func newCollection(c *mongo.Collection) collection {
@@ -162,8 +158,7 @@ func newCollection(c *mongo.Collection) collection {
 
 func dbError(op string, err error) error { return fmt.Errorf("%w: %s: %w", ErrDatabase, op, err) }
 
-// oneOrNone turns the answer of a command that returns at most one
-// document into that document, or nil if there was none.
+// oneOrNone returns the document a command returned, or nil for none.
 func oneOrNone(op string, doc bson.Raw, err error) (bson.Raw, error) {
 	switch {
 	case errors.Is(err, mongo.ErrNoDocuments):
@@ -189,9 +184,9 @@ func (c collection) insert(ctx context.Context, d *document) error {
 }
 
 // update makes the document d.id d, never inserting it, and returns it as
-// it was before (whole: FerretDB v1 refuses a projection here), or nil if
-// there was none. With a non-zero liveAt it changes the document only if it
-// is still live then (a scan on FerretDB v1, for saves near expiry only).
+// it was (whole: FerretDB v1 refuses a projection here), or nil. With a
+// non-zero liveAt, only a document live then is changed (a scan on
+// FerretDB v1, for saves near expiry only).
 func (c collection) update(ctx context.Context, d *document, hadOwner bool, liveAt time.Time) (bson.Raw, error) {
 	filter := idFilter(d.id)
 	if !liveAt.IsZero() {
@@ -209,7 +204,7 @@ func (c collection) remove(ctx context.Context, id string) (bson.Raw, error) {
 }
 
 // delete deletes the documents ids, one command each (a list of _ids is a
-// scan on FerretDB v1), and says whether one of them existed.
+// scan on FerretDB v1), and says whether one existed.
 func (c collection) delete(ctx context.Context, ids ...string) (bool, error) {
 	var deleted bool
 	for _, id := range ids {
@@ -241,18 +236,11 @@ func (c collection) deleteExpired(ctx context.Context, now time.Time) (int64, er
 	return c.deleteMany(ctx, "delete expired sessions", filter, sweepComment)
 }
 
-// deleteMalformed deletes the documents whose expiresAt is not a date,
-// which neither a TTL index nor deleteExpired ever removes: a scan.
-func (c collection) deleteMalformed(ctx context.Context) (int64, error) {
-	filter := bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$not", Value: bson.D{{Key: "$type", Value: "date"}}}}}}
-	return c.deleteMany(ctx, "delete sessions whose expiresAt is not a date", filter, sweepComment)
-}
-
 // maxOwned bounds how many live sessions of one owner a listing reads.
 const maxOwned = 1000
 
-// findOwned returns the live sessions (at now) whose owner digest is one of
-// owners, at most maxOwned of them, from the owner index.
+// findOwned returns the sessions live at now whose owner digest is one of
+// owners, at most maxOwned, from the owner index.
 func (c collection) findOwned(ctx context.Context, owners []string, now time.Time) ([]bson.Raw, error) {
 	cur, err := c.c.Find(ctx, ownedFilter(owners, now), options.Find().SetLimit(maxOwned))
 	if err != nil {
@@ -283,8 +271,8 @@ func (c collection) deleteOwned(ctx context.Context, owner, id string) (bool, er
 	return res.DeletedCount > 0, nil
 }
 
-// deleteOthers deletes the sessions whose owner digest is one of owners,
-// expired or not, but the document except ("" for none).
+// deleteOthers deletes the sessions whose owner digest is one of owners but
+// the document except.
 func (c collection) deleteOthers(ctx context.Context, owners []string, except string) (int64, error) {
 	filter := bson.D{{Key: fieldOwner, Value: bson.D{{Key: "$in", Value: owners}}}}
 	if except != "" {
@@ -293,8 +281,7 @@ func (c collection) deleteOthers(ctx context.Context, owners []string, except st
 	return c.deleteMany(ctx, "end sessions", filter, "")
 }
 
-// indexSpecs returns the collection's index specifications (none if the
-// collection does not exist yet).
+// indexSpecs returns the collection's indexes (none if it does not exist).
 func (c collection) indexSpecs(ctx context.Context) ([]bson.Raw, error) {
 	cur, err := c.c.Indexes().List(ctx)
 	if hasCode(err, codeNamespaceNotFound) {
@@ -306,8 +293,7 @@ func (c collection) indexSpecs(ctx context.Context) ([]bson.Raw, error) {
 	return all(ctx, cur, "list indexes")
 }
 
-// createExpiresAtIndex creates the index {expiresAt: 1}: a TTL index if
-// ttl, plain otherwise.
+// createExpiresAtIndex creates the index {expiresAt: 1}, a TTL one if ttl.
 func (c collection) createExpiresAtIndex(ctx context.Context, ttl bool) error {
 	opts := options.Index()
 	if ttl {
@@ -317,7 +303,7 @@ func (c collection) createExpiresAtIndex(ctx context.Context, ttl bool) error {
 }
 
 // createOwnerIndex creates the index {owner: 1, expiresAt: 1} of the
-// documents that have an owner: the others cost it nothing.
+// documents that have an owner.
 func (c collection) createOwnerIndex(ctx context.Context) error {
 	partial := bson.D{{Key: fieldOwner, Value: bson.D{{Key: "$exists", Value: true}}}}
 	return c.createIndex(ctx, mongo.IndexModel{
@@ -363,7 +349,7 @@ const (
 )
 
 // unsupported reports whether err says the server does not implement what
-// was asked (FerretDB v1 answers NotImplemented to TTL indexes).
+// was asked.
 func unsupported(err error) bool {
 	return hasCode(err, codeNotImplemented) || hasCode(err, codeCommandNotSupported) || hasCode(err, codeCommandNotFound)
 }

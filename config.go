@@ -6,9 +6,9 @@ import (
 	"time"
 )
 
-// Config is the store's configuration; the zero value gives the defaults
-// documented on each field. Cookie attributes are in Store.Options, as with
-// sessions.CookieStore: a session lives unused for its Options.MaxAge.
+// Config is the store's configuration; the zero value gives the defaults.
+// Cookie attributes are in Store.Options: a session lives unused for its
+// Options.MaxAge.
 type Config struct {
 	// Expiry says how expired documents are deleted. Default ExpiryAuto.
 	Expiry ExpiryMode
@@ -22,17 +22,16 @@ type Config struct {
 	IdleTimeout time.Duration
 
 	// AbsoluteTimeout is the longest a session lives from its creation,
-	// however active: by default 7 days, or its own MaxAge if that is
-	// longer; negative for no limit.
+	// however active: by default 7 days or its own MaxAge if longer;
+	// negative for no limit.
 	AbsoluteTimeout time.Duration
 
-	// TouchInterval is how long after its last save an unchanged session is
-	// saved again by the middleware, to slide its expiry forward. Default a
-	// tenth of its idle timeout, at most a minute; negative for never.
+	// TouchInterval is how long after its last save the middleware saves an
+	// unchanged session again, to slide its expiry. Default a tenth of its
+	// idle timeout, at most a minute; negative for never.
 	TouchInterval time.Duration
 
-	// Timeout bounds each database command of the store. Saves outlive a
-	// request whose client hangs up, but not Timeout. Default 5 seconds.
+	// Timeout bounds each database command. Default 5 seconds.
 	Timeout time.Duration
 
 	// MaxSize is the largest encoded size of a session's values, in bytes;
@@ -40,34 +39,31 @@ type Config struct {
 	MaxSize int
 
 	// Codec encodes session values. The default encodes common types
-	// compactly, and anything else with gob, as gorilla's stores do.
+	// compactly, anything else with gob.
 	Codec Codec
 
 	// Logger receives the store's logs, which never hold session IDs,
 	// values or owners. Default slog.Default().
 	Logger *slog.Logger
 
-	// Now returns the current time; tests may set a fake clock. Keep
-	// application servers' clocks in sync with the database's. Default
-	// time.Now.
+	// Now returns the current time (tests may fake it); keep servers'
+	// clocks in sync. Default time.Now.
 	Now func() time.Time
 
 	afterSweep func() // run after each GC sweep (tests)
 }
 
-// ExpiryMode says how expired session documents are deleted. Whatever the
-// mode, the store never serves an expired session.
+// ExpiryMode says how expired documents are deleted. The store never
+// serves an expired session, whatever the mode.
 type ExpiryMode int
 
 const (
-	// ExpiryAuto uses a TTL index where the server has them, and the GC
-	// goroutine where it does not (FerretDB v1), and logs which.
+	// ExpiryAuto uses a TTL index where the server has them, else the GC
+	// goroutine (FerretDB v1), and logs which.
 	ExpiryAuto ExpiryMode = iota
 
-	// ExpiryTTL insists on the TTL index {expiresAt: 1} with
-	// expireAfterSeconds 0, which deletes each document at its expiresAt
-	// (within the TTL monitor's minute). NewStore fails on a server that
-	// refuses it.
+	// ExpiryTTL insists on the TTL index, which deletes each document at
+	// its expiresAt (within the TTL monitor's minute).
 	ExpiryTTL
 
 	// ExpiryGC runs a goroutine that deletes expired sessions every
@@ -75,14 +71,9 @@ const (
 	ExpiryGC
 
 	// ExpiryNone creates no index and starts no goroutine: the application
-	// calls Store.DeleteExpired itself (from a cron job, for example).
+	// calls Store.DeleteExpired (from a cron job, say).
 	ExpiryNone
 )
-
-// modeName returns the name of an expiry mode, for logs.
-func modeName(m ExpiryMode) string {
-	return [...]string{"auto", "ttl", "gc", "none"}[m]
-}
 
 // Defaults and bounds of Config.
 const (

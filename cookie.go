@@ -36,10 +36,9 @@ func newCookieCodec(pairs []keyPair) cookieCodec {
 }
 
 // sessionIDs returns the session IDs in the request's cookies called name
-// that verify, in the order the browser sent them (a sibling domain may
-// have tossed one in ahead of ours). reusable is the first one's value if
-// the current key signed it: saves send it back rather than sign the ID
-// anew. Without any that verifies, err is the first cookie's error.
+// that verify, in order, and the first one's value if the current key
+// signed it (saves send it back rather than sign anew). Without any that
+// verifies, err is the first cookie's error.
 func (c cookieCodec) sessionIDs(r *http.Request, name string) (ids []string, reusable string, err error) {
 	for _, cookie := range r.CookiesNamed(name) {
 		id, current, cerr := c.decode(name, cookie.Value)
@@ -118,8 +117,8 @@ func expireCookie(w http.ResponseWriter, name string, opts *sessions.Options) {
 }
 
 // checkCookiePrefix checks opts against what browsers require of a cookie
-// whose name has a __Host- or __Secure- prefix: they silently drop one that
-// does not comply, which would lose the session at every request.
+// whose name has a __Host- or __Secure- prefix (they drop one that does not
+// comply, losing the session).
 func checkCookiePrefix(name string, o *sessions.Options) error {
 	hasPrefix := func(p string) bool { return len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) }
 	switch {

@@ -5,20 +5,18 @@ import "errors"
 // Every error the store returns wraps one of these (and the driver, codec
 // or securecookie error beneath it, if any): test for them with errors.Is.
 var (
-	// ErrInvalidConfig is returned by NewStore for invalid configuration or
-	// keys, or a collection whose indexes the configured expiry cannot use
-	// (the message says what to do), and by Save for cookie options that
-	// browsers would refuse.
+	// ErrInvalidConfig is returned by NewStore for invalid configuration,
+	// keys, or indexes (the message says what to do), and by Save for
+	// cookie options that browsers would refuse.
 	ErrInvalidConfig = errors.New("mongostore: invalid configuration")
 
-	// ErrInvalidCookie is returned by Get and New when the session cookie
-	// cannot be used: tampered, signed with an unknown key, or malformed.
-	// The session returned with it is new; no database query was made.
+	// ErrInvalidCookie is returned by Get and New, with a new session, when
+	// the cookie is tampered, signed with an unknown key, or malformed.
 	ErrInvalidCookie = errors.New("mongostore: invalid session cookie")
 
-	// ErrDecode is returned by Get and New when the stored session cannot be
-	// read: written without this application's keys, in an unknown format,
-	// or by another codec. The session returned with it is new.
+	// ErrDecode is returned by Get and New, with a new session, when the
+	// stored session cannot be read: written without this application's
+	// keys, in an unknown format, or by another codec.
 	ErrDecode = errors.New("mongostore: cannot decode stored session")
 
 	// ErrEncode is returned by Save when the session values cannot be
@@ -26,11 +24,9 @@ var (
 	ErrEncode = errors.New("mongostore: cannot encode session values")
 
 	// ErrSessionGone is returned by Save and RegenerateID when the session
-	// was ended (logged out elsewhere, expired, deleted) after it was
-	// loaded. The store never brings it back.
+	// ended (a logout elsewhere, expiry) after it was loaded: it stays ended.
 	ErrSessionGone = errors.New("mongostore: session ended after it was loaded")
 
-	// ErrDatabase wraps failures of database commands: network errors,
-	// timeouts (Config.Timeout), server errors.
+	// ErrDatabase wraps failures of database commands, timeouts included.
 	ErrDatabase = errors.New("mongostore: database error")
 )

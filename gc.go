@@ -6,12 +6,6 @@ import (
 	"time"
 )
 
-// malformedSweepEvery is how many GC sweeps pass between two deletions of
-// documents whose expiresAt is not a date (the first sweep makes one too):
-// about hourly by default. The store never writes such documents, a TTL
-// index never deletes them, and finding them takes a scan.
-const malformedSweepEvery = 60
-
 // startGC starts the goroutine that deletes expired sessions every
 // Config.GCInterval (ExpiryGC, and ExpiryAuto on a server without TTL
 // indexes), until Close.
@@ -20,8 +14,8 @@ func (s *Store) startGC(ctx context.Context) {
 	s.background.Go(func() {
 		t := time.NewTicker(s.cfg.GCInterval)
 		defer t.Stop()
-		for n := 0; ; n++ {
-			s.sweep(ctx, n%malformedSweepEvery == 0)
+		for {
+			s.sweep(ctx)
 			select {
 			case <-ctx.Done():
 				return
@@ -31,27 +25,14 @@ func (s *Store) startGC(ctx context.Context) {
 	})
 }
 
-// sweep deletes the expired sessions, and with malformed the documents
-// whose expiresAt is not a date, and logs what it did.
-func (s *Store) sweep(ctx context.Context, malformed bool) {
+// sweep deletes the expired sessions and logs what it did.
+func (s *Store) sweep(ctx context.Context) {
 	if s.cfg.afterSweep != nil {
 		defer s.cfg.afterSweep()
 	}
-	coll := slog.String("collection", s.coll.c.Name())
-	if malformed {
-		opCtx, cancel := s.sweepContext(ctx)
-		n, err := s.coll.deleteMalformed(opCtx)
-		cancel()
-		switch {
-		case err != nil && ctx.Err() == nil:
-			s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: gc sweep of documents without a date in expiresAt failed", coll, slog.String("error", err.Error()))
-		case n > 0:
-			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: gc deleted documents whose expiresAt is not a date (not written by this store)", coll, slog.Int64("deleted", n))
-		}
-	}
 	start := time.Now()
 	n, err := s.DeleteExpired(ctx)
-	attrs := []slog.Attr{coll, slog.Int64("deleted", n), slog.Duration("duration", time.Since(start))}
+	attrs := []slog.Attr{slog.String("collection", s.coll.c.Name()), slog.Int64("deleted", n), slog.Duration("duration", time.Since(start))}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		// stopping: not a failure

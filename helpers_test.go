@@ -185,3 +185,11 @@ func agedCookie(name, id string, hashKey []byte, age time.Duration) string {
 	signed := append([]byte(b), m.Sum(nil)...)[len(name)+1:]
 	return enc.EncodeToString(signed)
 }
+
+// len returns the number of live sessions with a state (tests).
+func (t *sessionTable) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sweep()
+	return len(t.m)
+}

@@ -16,16 +16,13 @@ import (
 	"sync"
 )
 
-// This file holds every secret the store makes or derives: session IDs,
-// their hashes, and the keys that authenticate and encrypt documents.
-
 // idBytes is the number of random bytes of a session ID (256 bits).
 const idBytes = 32
 
 var idEncoding = base64.RawURLEncoding
 
 // newSessionID returns a fresh session ID: 32 bytes from crypto/rand,
-// base64url-encoded (43 characters).
+// base64url-encoded.
 func newSessionID() string {
 	b := make([]byte, idBytes)
 	_, _ = rand.Read(b) // never fails (Go 1.24+): it crashes the program instead
@@ -42,7 +39,7 @@ func validSessionID(id string) bool {
 }
 
 // docID returns the _id of session ID id's document: its hex SHA-256, so
-// that the database never holds a session ID (and a dump gives none).
+// that the database never holds a session ID.
 func docID(id string) string {
 	sum := sha256.Sum256([]byte(id))
 	return hex.EncodeToString(sum[:])
@@ -77,11 +74,10 @@ func parseKeyPairs(keys [][]byte) ([]keyPair, error) {
 	return pairs, nil
 }
 
-// Document keys, each HKDF-SHA256 of a key of the application's with its
-// own info string: a MAC key per hash key, an AES-256-GCM key per block
-// key, the key of session handles (first hash key) and an owner digest key
-// per hash key. The first pair signs and encrypts; every pair verifies and
-// decrypts, for key rotation.
+// Document keys, each HKDF-SHA256 of an application key with its own info:
+// a MAC key and an owner digest key per hash key, an AES-256-GCM key per
+// block key, and the handle key of the first hash key. The first pair
+// writes, every pair reads.
 const (
 	macKeyInfo        = "mongostore document MAC v1"
 	encryptionKeyInfo = "mongostore document encryption v1"
@@ -89,10 +85,9 @@ const (
 	ownerKeyInfo      = "mongostore owner index v1"
 )
 
-// sealer authenticates and encrypts documents. Values are decoded only
-// from a document whose MAC checks out, so bytes written by anyone without
-// the application's keys never reach the codec; the MAC covers the times
-// too, so moving one makes the document unreadable, not longer-lived.
+// sealer authenticates and encrypts documents. Bytes written by anyone
+// without the application's keys never reach the codec, and a moved time
+// makes a document unreadable, not longer-lived.
 type sealer struct {
 	macs      []*sync.Pool // HMAC states, one pool per hash key
 	aeads     []cipher.AEAD
@@ -107,7 +102,7 @@ func derive(secret []byte, info string) []byte {
 	return key
 }
 
-func newSealer(pairs []keyPair) (*sealer, error) {
+func newSealer(pairs []keyPair) *sealer {
 	s := &sealer{encrypt: pairs[0].block != nil, handleKey: derive(pairs[0].hash, handleKeyInfo)}
 	for _, p := range pairs {
 		macKey := derive(p.hash, macKeyInfo)
@@ -116,17 +111,11 @@ func newSealer(pairs []keyPair) (*sealer, error) {
 		if p.block == nil {
 			continue
 		}
-		block, err := aes.NewCipher(derive(p.block, encryptionKeyInfo))
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-		}
-		aead, err := cipher.NewGCM(block)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-		}
+		block, _ := aes.NewCipher(derive(p.block, encryptionKeyInfo)) // a 32-byte key never fails
+		aead, _ := cipher.NewGCM(block)                               // nor AES
 		s.aeads = append(s.aeads, aead)
 	}
-	return s, nil
+	return s
 }
 
 // mac returns d's MAC with the HMAC states of pool, appended to sum.
@@ -186,7 +175,7 @@ func (s *sealer) wrap(id string, plain []byte) []byte {
 }
 
 // unwrap returns the encoded values in data, the stored form of document
-// id. A store that encrypts refuses plain data: whoever holds the hash key
+// id. A store that encrypts refuses plain data: whoever has the hash key
 // and can write to the collection must not slip values past encryption.
 func (s *sealer) unwrap(id string, data []byte) ([]byte, error) {
 	switch {
@@ -219,17 +208,14 @@ func digest(key []byte, s string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 
-// handle returns the handle of document id for ListSessions: a keyed
-// digest, which can never be turned into a session ID or a cookie.
+// handle returns the handle of document id for ListSessions.
 func (s *sealer) handle(id string) string { return digest(s.handleKey, id) }
 
 // ownerDigest returns owner's digest under the current key pair.
 func (s *sealer) ownerDigest(owner string) string { return digest(s.ownerKeys[0], owner) }
 
-// ownerDigests returns what the owner field of owner's documents holds
-// under each key pair, the current one first (documents saved before a key
-// rotation hold an older one until their next save): a keyed digest, so
-// that a dump holds no owner and cannot be searched for one.
+// ownerDigests returns owner's digest under each key pair, the current one
+// first: documents saved before a rotation hold an older one.
 func (s *sealer) ownerDigests(owner string) []string {
 	out := make([]string, len(s.ownerKeys))
 	for i, k := range s.ownerKeys {

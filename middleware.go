@@ -16,20 +16,15 @@ import (
 )
 
 // Middleware returns net/http middleware that loads the session called name
-// for each request, lets the handler have it with store.Get(r, name), and
-// saves it if the handler changed it, just before the response headers go
-// out, so the cookie is never lost. A change made after the response
-// started is still saved, and a logout still ends the session; only a new
-// session can no longer get its cookie then.
-//
-// An unchanged session is written only to slide its expiry forward, once
-// per Config.TouchInterval. A tampered, expired or unknown cookie gives a
-// fresh session. A load or save that fails never reaches the handler's
-// response half done: onError answers instead, with err wrapping
-// ErrDatabase, ErrSessionGone or ErrEncode. A nil onError logs and answers
-// 500, or 409 for ErrSessionGone (ended elsewhere while the request ran).
-// Every response gets "Vary: Cookie", and one that sets the cookie is kept
-// out of shared caches.
+// for each request (handlers get it with store.Get) and, if the handler
+// changed it, saves it just before the response headers go out, so the
+// cookie is never lost; a change made later is still saved (a logout still
+// ends the session), but a new session cannot get its cookie then. An
+// unchanged session is written only to slide its expiry, once per
+// Config.TouchInterval. When a load or save fails, onError answers instead
+// of the handler, with err wrapping ErrDatabase, ErrSessionGone or
+// ErrEncode; nil logs and answers 500, or 409 for ErrSessionGone. Every
+// response varies by Cookie; one that sets it is kept out of shared caches.
 func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *http.Request, err error)) func(http.Handler) http.Handler {
 	if onError == nil {
 		onError = s.answerError
@@ -76,8 +71,7 @@ const (
 	saveTouch             // unchanged, but its expiry is due to slide forward
 )
 
-// sessionWriter saves the session before the first byte of the response
-// goes out.
+// sessionWriter saves the session before the response starts.
 type sessionWriter struct {
 	http.ResponseWriter
 	store      *Store
@@ -87,14 +81,10 @@ type sessionWriter struct {
 	baseHeader http.Header // as before the handler ran, restored on a failed save
 
 	once      sync.Once
-	committed bool // the response may have started
-	failed    bool // the save failed and onError answered
-	// stored is the stored values, decoded once per request when their
-	// encodings differ (a codec may encode equal values differently).
-	stored map[any]any
-	// encoded is the values as the last change check encoded them, which
-	// the save writes rather than encode them again.
-	encoded []byte
+	committed bool        // the response may have started
+	failed    bool        // the save failed and onError answered
+	stored    map[any]any // the stored values, decoded once if need be (see changed)
+	encoded   []byte      // the values as the change check encoded them, for the save
 }
 
 // reason says whether and why the session is to be written now.
@@ -116,8 +106,8 @@ func (w *sessionWriter) reason() saveReason {
 	return noSave
 }
 
-// mustWrite reports whether the session is to end, or changed since it
-// was last read or written. A new, empty session is not worth a cookie.
+// mustWrite reports whether the session is to end or changed. A new, empty
+// session is not worth a cookie.
 func (w *sessionWriter) mustWrite(st sessionState) bool {
 	w.encoded = nil
 	session := w.session
@@ -135,8 +125,9 @@ func (w *sessionWriter) mustWrite(st sessionState) bool {
 	return (session.Options != nil && *session.Options != st.options) || w.changed(st)
 }
 
-// changed reports whether the values differ from st.encoded: their
-// encodings are equal, or failing that the values decoded from it are.
+// changed reports whether the values differ from st.encoded: neither their
+// encodings nor (a codec may encode equal values differently) the values
+// decoded from it are equal.
 func (w *sessionWriter) changed(st sessionState) bool {
 	codec := w.store.cfg.Codec
 	enc, err := codec.Encode(w.session.Values)
@@ -155,8 +146,7 @@ func (w *sessionWriter) changed(st sessionState) bool {
 	return !reflect.DeepEqual(w.stored, w.session.Values)
 }
 
-// commit saves the session if need be, once. On failure onError answers,
-// and the handler's response is discarded.
+// commit saves the session if need be, once; on failure onError answers.
 func (w *sessionWriter) commit() {
 	w.once.Do(func() {
 		w.committed = true
@@ -185,17 +175,15 @@ func (w *sessionWriter) commit() {
 	})
 }
 
-// save writes the session into rw, bounded by Config.Timeout but not by
-// the request's context, with the change check's encoding.
+// save writes the session into rw, as Store.Save does.
 func (w *sessionWriter) save(rw http.ResponseWriter) error {
 	ctx, cancel := w.store.opContext(w.req.Context(), true)
 	defer cancel()
 	return w.store.commit(ctx, rw, w.session, w.encoded)
 }
 
-// finish runs when the handler returns. A change made after the response
-// started is stored all the same (a logout ends the session), but a new
-// session cannot be given a cookie any more: that is logged.
+// finish saves what changed after the response started, when the handler
+// returns (a new session cannot get its cookie then: that is logged).
 func (w *sessionWriter) finish() {
 	if !w.committed {
 		w.commit()
@@ -235,8 +223,7 @@ func setsCookie(h http.Header, name string) bool {
 	return false
 }
 
-// preventSharedCaching keeps a response that sets a cookie out of shared
-// caches, keeping a handler's stricter setting.
+// preventSharedCaching keeps a response out of shared caches.
 func preventSharedCaching(h http.Header) {
 	cc := strings.ToLower(h.Get("Cache-Control"))
 	if !strings.Contains(cc, "no-store") && !strings.Contains(cc, "private") {
@@ -248,8 +235,8 @@ func preventSharedCaching(h http.Header) {
 // handlers stop writing.
 var errResponseDiscarded = errors.New("mongostore: response discarded: the session could not be saved")
 
-// WriteHeader saves the session, if need be, before the status line.
-// Informational (1xx) statuses pass straight through.
+// WriteHeader saves the session, if need be, before the status line (1xx
+// pass straight through).
 func (w *sessionWriter) WriteHeader(code int) {
 	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
 		w.ResponseWriter.WriteHeader(code)
@@ -279,8 +266,7 @@ func (w *sessionWriter) ReadFrom(src io.Reader) (int64, error) {
 	return io.Copy(w.ResponseWriter, src)
 }
 
-// FlushError saves the session if need be and flushes, for
-// http.ResponseController.
+// FlushError saves the session if need be and flushes.
 func (w *sessionWriter) FlushError() error {
 	if w.commit(); w.failed {
 		return errResponseDiscarded
@@ -291,9 +277,7 @@ func (w *sessionWriter) FlushError() error {
 // Flush implements http.Flusher.
 func (w *sessionWriter) Flush() { _ = w.FlushError() }
 
-// Hijack lets a handler take over the connection (WebSockets). Changes to
-// a stored session are still saved when the handler returns; a new one
-// cannot get its cookie.
+// Hijack lets a handler take over the connection (WebSockets).
 func (w *sessionWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	w.once.Do(func() { w.committed = true })
 	return http.NewResponseController(w.ResponseWriter).Hijack()

@@ -10,22 +10,17 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// This file ties sessions to their owners, so that an application can show
-// a user their sessions and end them. The owner is a session value, like
-// gorilla's flashes: authenticated and (with a block key) encrypted with
-// the others, kept by RegenerateID, cleared by Restart. Each save copies a
-// keyed digest of it into the document's owner field, which an index
-// covers; sessions without an owner have neither.
+// The owner is a session value, like gorilla's flashes: authenticated and
+// encrypted with the others. Each save copies a keyed digest of it into the
+// document's owner field, which an index covers.
 
 // maxDeviceLength is the longest device label SetOwner keeps, in bytes.
 const maxDeviceLength = 200
 
-// SetOwner ties the session to owner, a user ID of the application's, with
-// a label of the device for the owner's list of sessions (such as "Firefox
-// on Linux"; cut to 200 bytes). Call it at login; the next save records it.
-// An empty owner unties the session. Store what the owner needs to
-// recognise a device, not what identifies a person: an IP address is
-// personal data in many jurisdictions.
+// SetOwner ties the session to owner, a user ID, with a device label for
+// the owner's list of sessions ("Firefox on Linux"; at most 200 bytes), at
+// the next save; "" unties it. Call it at login. Label devices, not people:
+// an IP address is personal data in many jurisdictions.
 func SetOwner(session *sessions.Session, owner, device string) {
 	delete(session.Values, ownerKey)
 	delete(session.Values, deviceKey)
@@ -58,11 +53,9 @@ type OwnedSession struct {
 	SessionTimes
 }
 
-// ListSessions returns the live sessions of owner, the most recently saved
-// first, from a range of the owner index. current, if not nil, is the
-// request's session, marked Current. Only sessions whose authenticated
-// values name owner are listed (the index holds a digest, trusted only
-// once the values agree). Errors wrap ErrDatabase.
+// ListSessions returns the live sessions of owner, the latest saved first,
+// marking the request's own (current, may be nil). Only sessions whose
+// authenticated values name owner are listed. Errors wrap ErrDatabase.
 func (s *Store) ListSessions(ctx context.Context, owner string, current *sessions.Session) ([]OwnedSession, error) {
 	if owner == "" {
 		return nil, nil
@@ -83,8 +76,8 @@ func (s *Store) ListSessions(ctx context.Context, owner string, current *session
 	return out, nil
 }
 
-// owned describes the stored session raw, and returns its document, if it
-// is a live session of owner's.
+// owned describes raw, and returns its document, if it is a live session
+// of owner's.
 func (s *Store) owned(ctx context.Context, raw bson.Raw, owner string, current *sessions.Session) (OwnedSession, document, bool) {
 	d, _, values, err := s.open(raw)
 	if err != nil {
@@ -104,12 +97,10 @@ func (s *Store) owned(ctx context.Context, raw bson.Raw, owner string, current *
 }
 
 // EndSession ends the session of owner named by handle (from ListSessions)
-// and returns it, with ended true: its document is deleted, its device's
-// next request gets a fresh session, and a save under way there fails with
-// ErrSessionGone. The request's own session (current) is not ended this
-// way (log out instead): ended is false and the session returned has
-// Current set. A handle that names no live session of owner's ends
-// nothing. Errors wrap ErrDatabase.
+// and returns it: its device's next request gets a fresh session, and a
+// save under way there fails with ErrSessionGone. It never ends the
+// request's own session (current; log out instead): ended is false then,
+// and the session returned has Current set. Errors wrap ErrDatabase.
 func (s *Store) EndSession(ctx context.Context, owner, handle string, current *sessions.Session) (session OwnedSession, ended bool, err error) {
 	if owner == "" || handle == "" {
 		return OwnedSession{}, false, nil

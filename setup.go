@@ -11,18 +11,13 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
-// NewStore returns a store that keeps sessions in coll.
-//
-// keyPairs are as for sessions.NewCookieStore: a hash key of at least 32
-// bytes, which signs the cookie and authenticates the document, and an
-// optional block key (16, 24 or 32 bytes), which encrypts both. Give
-// several pairs to rotate keys: the first writes, every pair reads.
-//
-// NewStore prepares coll for cfg.Expiry (the TTL index, or the GC
-// goroutine, which runs until Close) and creates the owner index, within
-// ctx and Config.Timeout. Errors wrap ErrInvalidConfig (configuration,
-// keys, or indexes the store cannot use; the message says what to do) or
-// ErrDatabase.
+// NewStore returns a store that keeps sessions in coll. keyPairs are as for
+// sessions.NewCookieStore: a hash key of at least 32 bytes, which signs the
+// cookie and authenticates the document, and an optional block key (16, 24
+// or 32 bytes), which encrypts both; more pairs rotate keys (the first
+// writes, all read). NewStore prepares coll for cfg.Expiry (the TTL index,
+// or the GC goroutine, which runs until Close) and the owner index. Errors
+// wrap ErrInvalidConfig (the message says what to do) or ErrDatabase.
 func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs ...[]byte) (*Store, error) {
 	if coll == nil {
 		return nil, fmt.Errorf("%w: nil collection", ErrInvalidConfig)
@@ -35,11 +30,7 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 	if err != nil {
 		return nil, err
 	}
-	sealer, err := newSealer(pairs)
-	if err != nil {
-		return nil, err
-	}
-	s := &Store{Options: defaultOptions(), coll: newCollection(coll), cookies: newCookieCodec(pairs), sealer: sealer,
+	s := &Store{Options: defaultOptions(), coll: newCollection(coll), cookies: newCookieCodec(pairs), sealer: newSealer(pairs),
 		cfg: cfg, states: newSessionTable(), expiry: cfg.Expiry, stop: func() {}}
 	setupCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
@@ -52,9 +43,8 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 	return s, nil
 }
 
-// setupIndexes lists the collection's indexes once and makes sure that the
-// ones the expiry mode needs exist, and the owner index. ExpiryNone sends
-// nothing at all.
+// setupIndexes makes sure the indexes the expiry mode needs exist, and the
+// owner index. ExpiryNone sends nothing.
 func (s *Store) setupIndexes(ctx context.Context) error {
 	if s.expiry == ExpiryNone {
 		return nil
@@ -73,7 +63,7 @@ func (s *Store) setupIndexes(ctx context.Context) error {
 var errNoTTL = errors.New("the server refuses TTL indexes")
 
 // setupExpiry prepares the collection, whose indexes are specs, for the
-// configured expiry mode, and resolves ExpiryAuto.
+// expiry mode, and resolves ExpiryAuto.
 func (s *Store) setupExpiry(ctx context.Context, specs []bson.Raw) error {
 	coll := slog.String("collection", s.coll.c.Name())
 	switch s.expiry {
@@ -102,10 +92,9 @@ func (s *Store) setupExpiry(ctx context.Context, specs []bson.Raw) error {
 	return err
 }
 
-// ensureTTLIndex makes sure the TTL index {expiresAt: 1} with
-// expireAfterSeconds 0 exists: it creates it, or brings an existing index
-// on expiresAt in line with collMod, or replaces the store's own plain
-// index where collMod cannot (MongoDB before 5.1, DocumentDB).
+// ensureTTLIndex makes sure the TTL index exists: it creates it, or fixes
+// an existing index on expiresAt with collMod, or replaces the store's own
+// plain index where collMod cannot (MongoDB before 5.1, DocumentDB).
 func (s *Store) ensureTTLIndex(ctx context.Context, specs []bson.Raw) error {
 	idx := findExpiresAtIndex(specs)
 	if idx == nil {
@@ -133,8 +122,6 @@ func (s *Store) ensureTTLIndex(ctx context.Context, specs []bson.Raw) error {
 			ErrInvalidConfig, idx.name, fieldExpiresAt, was, err, s.coll.c.Name(), idx.name)
 	}
 	// The store's own plain index, from a start in GC mode: replace it.
-	// Instances starting at once may race here; a dropped or created index
-	// is fine.
 	if err := s.coll.dropIndex(ctx, idx.name); err != nil {
 		return err
 	}
@@ -155,8 +142,7 @@ func (s *Store) createTTLIndex(ctx context.Context) error {
 	return err
 }
 
-// ensurePlainIndex makes sure some index on expiresAt exists, so that GC
-// sweeps do not scan the collection on servers that plan queries.
+// ensurePlainIndex makes sure some index on expiresAt serves GC sweeps.
 func (s *Store) ensurePlainIndex(ctx context.Context, specs []bson.Raw) error {
 	if findExpiresAtIndex(specs) != nil {
 		return nil
@@ -164,8 +150,8 @@ func (s *Store) ensurePlainIndex(ctx context.Context, specs []bson.Raw) error {
 	return s.coll.createExpiresAtIndex(ctx, false)
 }
 
-// ensureOwnerIndex makes sure the owner index exists. A server that
-// refuses it still lists and ends sessions, by a scan.
+// ensureOwnerIndex makes sure the owner index exists. Without it, listing
+// scans.
 func (s *Store) ensureOwnerIndex(ctx context.Context, specs []bson.Raw) error {
 	for _, spec := range specs {
 		if name, _ := spec.Lookup("name").StringValueOK(); name == ownerIndexName {
@@ -181,7 +167,7 @@ func (s *Store) ensureOwnerIndex(ctx context.Context, specs []bson.Raw) error {
 	return err
 }
 
-// expiresAtIndex is an existing single-field index on expiresAt.
+// expiresAtIndex is a single-field index on expiresAt.
 type expiresAtIndex struct {
 	name  string
 	ttl   *int64 // expireAfterSeconds; nil for a plain index
@@ -189,7 +175,7 @@ type expiresAtIndex struct {
 }
 
 // findExpiresAtIndex returns the single-field index on expiresAt among
-// specs, preferring one with expireAfterSeconds 0, or nil if there is none.
+// specs, a TTL one first, or nil.
 func findExpiresAtIndex(specs []bson.Raw) *expiresAtIndex {
 	var found *expiresAtIndex
 	for _, spec := range specs {

@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -48,14 +49,12 @@ func (s *Store) Get(r *http.Request, name string) (*sessions.Session, error) {
 	return sessions.GetRegistry(r).Get(s, name)
 }
 
-// New returns the session called name for the request: the stored session
-// if the request carries a valid cookie for a live document, otherwise a
-// new session. It never returns nil. An unusable cookie gives an error
-// wrapping ErrInvalidCookie, an unreadable document ErrDecode, a database
-// failure ErrDatabase; the session is new then. An expired or deleted
-// session gives a new session and no error. Of several cookies called name
-// (a sibling domain may toss one in), the first that verifies is loaded,
-// and ending the session ends the others too.
+// New returns the session called name: the stored one if the request's
+// cookie names a live document, else a new one (never nil). An unusable
+// cookie gives ErrInvalidCookie, an unreadable document ErrDecode, a
+// database failure ErrDatabase, with a new session. Of several cookies
+// called name (a sibling domain may toss one in), the first that verifies
+// is loaded, and ending the session ends the others too.
 func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
 	session := sessions.NewSession(s, name)
 	session.Options = s.newOptions()
@@ -69,9 +68,9 @@ func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
 	return session, s.load(ctx, session, ids, reusable)
 }
 
-// load reads the document of the first of ids (session IDs the request's
-// cookies hold) into session. A missing, expired or unreadable one leaves
-// the session new, and its ID is never adopted.
+// load reads the document of the first of ids, the session IDs of the
+// request's cookies, into session. A missing, expired or unreadable one
+// leaves the session new: its ID is never adopted.
 func (s *Store) load(ctx context.Context, session *sessions.Session, ids []string, reusable string) error {
 	st := sessionState{}
 	for _, id := range ids[1:] {
@@ -91,28 +90,25 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, ids []strin
 		return err
 	}
 	session.ID, session.Values, session.IsNew = ids[0], values, false
-	session.Options.MaxAge = d.maxAge
-	st = sessionState{id: d.id, rev: d.rev, createdAt: d.createdAt, updatedAt: d.updatedAt, expiresAt: d.expiresAt,
-		encoded: encoded, options: *session.Options, owned: d.owner != "", cookie: reusable, others: st.others}
+	session.Options.MaxAge = d.maxAge // the session's own lifetime ("remember me")
+	st = stored(&d, encoded, session, reusable, st.others)
 	return nil
 }
 
 // open parses a stored document, checks its MAC, decrypts its data and
 // decodes the values, which it returns with their encoding. Bytes that fail
-// the MAC never reach the codec.
-func (s *Store) open(raw bson.Raw) (document, []byte, map[any]any, error) {
-	d, err := parseDocument(raw)
-	if err != nil {
-		return d, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
+// the MAC never reach the codec. Errors wrap ErrDecode.
+func (s *Store) open(raw bson.Raw) (d document, encoded []byte, values map[any]any, err error) {
+	d, err = parseDocument(raw)
+	if err == nil && !s.sealer.verify(&d) {
+		err = errors.New("the document fails its integrity check (written without this application's keys)")
 	}
-	if !s.sealer.verify(&d) {
-		return d, nil, nil, fmt.Errorf("%w: the document fails its integrity check (written without this application's keys)", ErrDecode)
+	if err == nil {
+		encoded, err = s.sealer.unwrap(d.id, d.data)
 	}
-	encoded, err := s.sealer.unwrap(d.id, d.data)
-	if err != nil {
-		return d, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
+	if err == nil {
+		values, err = s.cfg.Codec.Decode(encoded)
 	}
-	values, err := s.cfg.Codec.Decode(encoded)
 	if err != nil {
 		return d, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
@@ -120,34 +116,28 @@ func (s *Store) open(raw bson.Raw) (document, []byte, map[any]any, error) {
 }
 
 // live reports whether d is live at now: not expired, nor past the
-// absolute timeout in force (which may be shorter than when it was saved).
+// absolute timeout in force (maybe shorter than when it was saved).
 func (s *Store) live(d *document, now time.Time) bool {
 	limit, ok := s.absoluteLimit(d.maxAge, d.createdAt)
 	return d.expiresAt.After(now) && (!ok || limit.After(now))
 }
 
-// Save writes the session to the database and sets its cookie.
-//
-// A session with Options.MaxAge < 0 is ended: its document deleted, its
-// cookie expired. A loaded session is updated only if its document is
-// still live (one findAndModify by _id, never an insert); otherwise Save
-// returns ErrSessionGone and the session stays ended. A new session is
-// inserted under a fresh ID. A loaded session whose ID the application
-// changed is saved as RegenerateID would. Values that cannot be encoded, or
-// are larger than Config.MaxSize, give ErrEncode, and nothing is written.
-//
-// Save is bounded by Config.Timeout, not by the request's context: a
-// client that hangs up does not lose its change. A cookie name with the
-// __Host- prefix needs Options with Secure, Path "/" and no Domain
-// (__Secure-: Secure); Save refuses others with ErrInvalidConfig.
+// Save writes the session and sets its cookie. Options.MaxAge < 0 ends it.
+// A loaded session is updated only if its document is still live, never
+// inserted again (else ErrSessionGone: it stays ended); a new one is
+// inserted under a fresh ID; one whose ID the application changed is saved
+// as RegenerateID would. Values that cannot be encoded, or are larger than
+// Config.MaxSize, give ErrEncode. Save is bounded by Config.Timeout, not
+// by the request's context. Options that browsers would refuse for a
+// __Host- or __Secure- cookie give ErrInvalidConfig.
 func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
 	ctx, cancel := s.opContext(r.Context(), true)
 	defer cancel()
 	return s.commit(ctx, w, session, nil)
 }
 
-// commit writes session, whose values are encoded already if encoded is
-// not nil: it ends it, inserts it, moves it to a new ID or updates it.
+// commit ends, inserts, regenerates or updates session; encoded, if not
+// nil, is its values encoded.
 func (s *Store) commit(ctx context.Context, w http.ResponseWriter, session *sessions.Session, encoded []byte) error {
 	if session.Options == nil {
 		session.Options = s.newOptions()
@@ -189,8 +179,7 @@ func (s *Store) encode(values map[any]any, encoded []byte) ([]byte, error) {
 	return data, nil
 }
 
-// newDocument returns the sealed document of session ID docID at revision
-// rev, holding data, created at createdAt and saved now.
+// newDocument returns session's sealed document id at revision rev.
 func (s *Store) newDocument(session *sessions.Session, id string, rev int64, data []byte, createdAt, now time.Time) document {
 	maxAge := session.Options.MaxAge
 	d := document{id: id, rev: rev, createdAt: createdAt.Truncate(time.Millisecond), updatedAt: now.Truncate(time.Millisecond),
@@ -202,22 +191,18 @@ func (s *Store) newDocument(session *sessions.Session, id string, rev int64, dat
 	return d
 }
 
-// stored returns the state of session once d, with its values encoded as
-// data, is its document.
+// stored returns the state of session once d (data encoded) is stored.
 func stored(d *document, data []byte, session *sessions.Session, cookie string, others []string) sessionState {
 	return sessionState{id: d.id, rev: d.rev, createdAt: d.createdAt, updatedAt: d.updatedAt, expiresAt: d.expiresAt,
 		encoded: data, options: *session.Options, owned: d.owner != "", cookie: cookie, others: others}
 }
 
-// update writes session's document, st.id, if it is still live.
-//
-// Far from its expiry, the command filters on exactly {_id} and returns
-// the document as it was; if that had expired (its expiry shortened, or
-// clocks that disagree), the session ended before the write, so the
-// document is deleted, as the TTL monitor would, and ErrSessionGone
-// returned. Near its expiry (within Config.Timeout), it filters on
-// {_id, expiresAt > now}, so an expired session is never extended, not
-// even for an instant.
+// update writes session's document, st.id, if it is still live. Far from
+// its expiry it filters on exactly {_id} and gets the document as it was:
+// if that had expired, the write reached an ended session, which is then
+// deleted, as the TTL monitor would. Near its expiry (within
+// Config.Timeout) it filters on {_id, expiresAt > now}, so an expired
+// session is never extended, not even for an instant.
 func (s *Store) update(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState, data []byte, now time.Time) error {
 	d := s.newDocument(session, st.id, st.rev+1, data, st.createdAt, now)
 	if !d.expiresAt.After(now) {
@@ -253,11 +238,10 @@ func (s *Store) insert(ctx context.Context, w http.ResponseWriter, session *sess
 	return s.sent(w, session, stored(&d, data, session, "", st.others), now)
 }
 
-// regenerate moves session from its document, st.id, to a new one under a
-// fresh ID, keeping its values and its creation time. The new document is
-// inserted first and the old one deleted after, so that ending the owner's
-// sessions meanwhile ends the new one too; if the old one had ended, the
-// new one is deleted and ErrSessionGone returned.
+// regenerate moves session from st.id to a fresh ID, keeping its values
+// and creation time. The new document goes in first and the old one out
+// after, so that ending the owner's sessions meanwhile ends the new one
+// too; if the old one had ended, the new one is deleted.
 func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState, data []byte, now time.Time) error {
 	id := newSessionID()
 	d := s.newDocument(session, docID(id), 1, data, st.createdAt, now)
@@ -273,7 +257,7 @@ func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *
 		_, derr := s.coll.delete(ctx, d.id)
 		if err != nil || derr != nil {
 			s.detach(session) // a later save inserts afresh, never under the old ID
-			return cmpErr(err, derr)
+			return errors.Join(err, derr)
 		}
 		return ErrSessionGone // and the next save of this session says so again
 	}
@@ -281,16 +265,7 @@ func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *
 	return s.sent(w, session, stored(&d, data, session, "", st.others), now)
 }
 
-// cmpErr returns a if it is not nil, else b.
-func cmpErr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
-// sent records st, the state of session as just written, and sets its
-// cookie.
+// sent records st, the state of session as written, and sets its cookie.
 func (s *Store) sent(w http.ResponseWriter, session *sessions.Session, st sessionState, now time.Time) error {
 	if st.cookie == "" {
 		var err error
@@ -303,8 +278,8 @@ func (s *Store) sent(w http.ResponseWriter, session *sessions.Session, st sessio
 	return nil
 }
 
-// end deletes the documents of session and of every other session whose
-// cookie the request carried, expires the cookie, and forgets the ID.
+// end deletes the documents of session and of the request's other
+// cookies of its name, expires the cookie, and forgets the ID.
 func (s *Store) end(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState) error {
 	if err := s.deleteAll(ctx, session, st); err != nil {
 		return err
@@ -333,15 +308,11 @@ func (s *Store) detach(session *sessions.Session) {
 	session.ID = ""
 }
 
-// RegenerateID gives the session a new ID, keeping its values and its
-// creation time (the absolute timeout still counts from it), deletes the
-// document of the old ID, and sets the new cookie: call it when privileges
-// change, to defeat session fixation. A session never saved is saved under
-// a fresh ID; one with Options.MaxAge < 0 is ended.
-//
-// If the old document was ended meanwhile (a logout elsewhere),
-// RegenerateID returns ErrSessionGone, keeps nothing, and later saves fail
-// the same way. After any other failure, a later save stores the session
+// RegenerateID moves the session to a new ID, keeping its values and its
+// creation time (the absolute timeout still counts from it), and sets the
+// new cookie: call it when privileges change, to defeat session fixation.
+// If the old session ended meanwhile, it returns ErrSessionGone and later
+// saves do too; after any other failure, a later save stores the session
 // under a fresh ID, never under the old one.
 func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
 	ctx, cancel := s.opContext(r.Context(), true)
@@ -350,14 +321,11 @@ func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *se
 	return s.commit(ctx, w, session, nil)
 }
 
-// Restart ends the session's stored life and makes it a new, empty
-// session: it deletes its document (and those of the request's other
-// cookies of that name), clears its values and forgets its ID, so that its
-// next save stores it under a fresh ID. Call it at login when nothing of
-// the anonymous session is to be kept. Unlike RegenerateID, it succeeds
-// whatever became of the old session: a login racing a logout gets a
-// fresh session. A database failure gives ErrDatabase, and the session is
-// emptied and detached all the same.
+// Restart ends the session's stored life and empties it, so that its next
+// save stores it under a fresh ID: call it at login when nothing of the
+// anonymous session is kept. Unlike RegenerateID, it succeeds whatever
+// became of the old session (a login racing a logout gets a fresh one). A
+// database failure gives ErrDatabase; the session is emptied all the same.
 func (s *Store) Restart(r *http.Request, session *sessions.Session) error {
 	ctx, cancel := s.opContext(r.Context(), true)
 	defer cancel()
@@ -385,9 +353,8 @@ func (s *Store) MaxAge(age int) {
 	s.Options.MaxAge = age
 }
 
-// Close stops the store's background work (the GC goroutine) and waits for
-// it. It does not disconnect the client, which is the caller's. The store
-// keeps serving requests after Close.
+// Close stops the GC goroutine, if any, and waits for it. It does not
+// disconnect the client; the store keeps serving requests.
 func (s *Store) Close() error {
 	s.stop()
 	s.background.Wait()
@@ -403,9 +370,8 @@ func (s *Store) newOptions() *sessions.Options {
 	return &opts
 }
 
-// opContext bounds one operation by Config.Timeout. A detached one keeps
-// ctx's values but not its cancellation: a save outlives a client that
-// hangs up.
+// opContext bounds one operation by Config.Timeout; a detached one (a
+// save) outlives ctx's cancellation.
 func (s *Store) opContext(ctx context.Context, detached bool) (context.Context, context.CancelFunc) {
 	if detached {
 		ctx = context.WithoutCancel(ctx)
@@ -414,8 +380,7 @@ func (s *Store) opContext(ctx context.Context, detached bool) (context.Context, 
 }
 
 // expiresAt is when a session with this MaxAge, created at createdAt and
-// saved at now, expires: after its idle timeout, never past its absolute
-// limit.
+// saved at now, expires.
 func (s *Store) expiresAt(maxAge int, createdAt, now time.Time) time.Time {
 	t := now.Add(s.idleTimeout(maxAge))
 	if limit, ok := s.absoluteLimit(maxAge, createdAt); ok && limit.Before(t) {
@@ -458,31 +423,18 @@ func ownerOf(values map[any]any) (owner, device string) {
 	return owner, device
 }
 
-// sessionState is what the store remembers of a session between loading
-// (or first saving) it and saving it again: gorilla's Session has no room
-// for it, and Values would leak it into the application's data.
+// sessionState is what the store remembers of a session's document
+// between loading (or first saving) it and saving it again, as last read or
+// written: gorilla's Session has no room for it.
 type sessionState struct {
-	// id is the _id of the session's document, "" if it has none (new).
-	// Saves update that document, never insert it again: a session ended
-	// meanwhile stays ended.
-	id  string
-	rev int64
-	// createdAt anchors the absolute timeout; updatedAt and expiresAt are
-	// as last read or written.
+	id                              string // the document's _id; "" for none
+	rev                             int64
 	createdAt, updatedAt, expiresAt time.Time
-	// encoded is the values as last read or written, by the codec.
-	encoded []byte
-	// options is the session's options as last read or written.
-	options sessions.Options
-	// owned says the document has an owner field.
-	owned bool
-	// cookie is a cookie value for the session's ID, signed with the
-	// current key, that saves send back rather than sign the ID anew.
-	cookie string
-	// others are the _ids of the other sessions whose cookies the request
-	// carried (one may have been tossed in by a sibling domain): ending
-	// this session ends them too.
-	others []string
+	encoded                         []byte // the values, encoded
+	options                         sessions.Options
+	owned                           bool     // the document has an owner field
+	cookie                          string   // the cookie value to send back, signed with the current key
+	others                          []string // _ids of the request's other cookies of the session's name
 }
 
 // sessionTable maps sessions to their state without keeping the sessions
@@ -535,12 +487,4 @@ func (t *sessionTable) forget(session *sessions.Session) {
 	t.mu.Lock()
 	delete(t.m, weak.Make(session))
 	t.mu.Unlock()
-}
-
-// len returns the number of live sessions with a state (tests).
-func (t *sessionTable) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.sweep()
-	return len(t.m)
 }
