@@ -23,11 +23,10 @@ func TestNewStoreRejectsInvalidConfig(t *testing.T) {
 		{"unknown expiry mode", Config{Expiry: ExpiryMode(42)}, [][]byte{testHashKey}},
 		{"GC interval too short", Config{GCInterval: time.Millisecond}, [][]byte{testHashKey}},
 		{"negative timeout", Config{Timeout: -1}, [][]byte{testHashKey}},
-		{"idle timeout under a second", Config{DefaultIdleTimeout: time.Millisecond}, [][]byte{testHashKey}},
+		{"idle timeout under a second", Config{IdleTimeout: time.Millisecond}, [][]byte{testHashKey}},
 		{"absolute timeout under a second", Config{AbsoluteTimeout: time.Millisecond}, [][]byte{testHashKey}},
 		{"negative max size", Config{MaxSize: -1}, [][]byte{testHashKey}},
 		{"max size over 15 MiB", Config{MaxSize: 16 << 20}, [][]byte{testHashKey}},
-		{"short ID hash key", Config{IDHashKey: []byte("short")}, [][]byte{testHashKey}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

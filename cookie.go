@@ -96,8 +96,9 @@ func unwrapMulti(err error) error {
 	return err
 }
 
-// setCookie sets the cookie called name to value. A cookie with a Max-Age
-// never outlives the session's document, which expires at expiresAt.
+// setCookie sets the cookie called name to value, or with opts.MaxAge < 0
+// expires it. A cookie with a Max-Age never outlives the session's
+// document, which expires at expiresAt.
 func setCookie(w http.ResponseWriter, name, value string, opts *sessions.Options, expiresAt, now time.Time) {
 	o := *opts
 	if o.MaxAge > 0 {
@@ -107,13 +108,6 @@ func setCookie(w http.ResponseWriter, name, value string, opts *sessions.Options
 		}
 	}
 	http.SetCookie(w, sessions.NewCookie(name, value, &o))
-}
-
-// expireCookie tells the browser to drop the cookie called name.
-func expireCookie(w http.ResponseWriter, name string, opts *sessions.Options) {
-	o := *opts
-	o.MaxAge = -1
-	http.SetCookie(w, sessions.NewCookie(name, "", &o))
 }
 
 // checkCookiePrefix checks opts against what browsers require of a cookie

@@ -108,7 +108,7 @@ func ExampleStore_Middleware() {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /hello", func(w http.ResponseWriter, r *http.Request) {
-		session := mongostore.Session(r, "session")
+		session, _ := store.Get(r, "session") // the session the middleware loaded
 		if name, ok := session.Values["name"].(string); ok {
 			fmt.Fprintf(w, "welcome back, %s\n", name)
 			return
@@ -116,7 +116,7 @@ func ExampleStore_Middleware() {
 		session.Values["name"] = r.URL.Query().Get("name") // saved by the middleware
 		fmt.Fprintln(w, "hello, stranger")
 	})
-	withSessions := store.Middleware("session", mongostore.MiddlewareOptions{})
+	withSessions := store.Middleware("session", nil) // nil onError: log, and answer 500 (409 for a session ended meanwhile)
 
 	srv := httptest.NewServer(withSessions(mux))
 	defer srv.Close()

@@ -87,6 +87,7 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, ids []strin
 	}
 	d, encoded, values, err := s.open(raw)
 	if err != nil || !s.live(&d, s.cfg.Now()) {
+		st.others = append(st.others, docID(ids[0])) // ended here (say a lower AbsoluteTimeout): a logout ends it everywhere
 		return err
 	}
 	session.ID, session.Values, session.IsNew = ids[0], values, false
@@ -285,7 +286,7 @@ func (s *Store) end(ctx context.Context, w http.ResponseWriter, session *session
 		return err
 	}
 	s.detach(session)
-	expireCookie(w, session.Name(), session.Options)
+	setCookie(w, session.Name(), "", session.Options, time.Time{}, time.Time{})
 	return nil
 }
 
