@@ -150,25 +150,21 @@ func (w *sessionWriter) changed(st sessionState) bool {
 func (w *sessionWriter) commit() {
 	w.once.Do(func() {
 		w.committed = true
-		reason := w.reason()
-		if reason == noSave {
-			return
-		}
-		w.stored = nil // what is stored is about to change
-		err := w.save(w.ResponseWriter)
-		if err != nil && reason == saveTouch && errors.Is(err, ErrSessionGone) {
-			err = nil // ended elsewhere; this request changed nothing, so let it through
-		}
-		if err != nil {
-			w.failed = true
-			h := w.ResponseWriter.Header()
-			clear(h) // drop what the handler set for its own response
-			for k, v := range w.baseHeader {
-				h[k] = v
+		if reason := w.reason(); reason != noSave {
+			w.stored = nil // what is stored is about to change
+			err := w.save(w.ResponseWriter)
+			if err != nil && (reason != saveTouch || !errors.Is(err, ErrSessionGone)) { // a touch of a session ended elsewhere changed nothing
+				w.failed = true
+				h := w.ResponseWriter.Header()
+				clear(h) // drop what the handler set for its own response
+				for k, v := range w.baseHeader {
+					h[k] = v
+				}
+				w.onError(w.ResponseWriter, w.req, err)
+				return
 			}
-			w.onError(w.ResponseWriter, w.req, err)
-			return
 		}
+		// The handler may have saved the session itself.
 		if setsCookie(w.Header(), w.session.Name()) {
 			preventSharedCaching(w.Header())
 		}

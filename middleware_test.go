@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,9 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -58,11 +62,11 @@ func mwSetCookie(h http.Header, name string) *http.Cookie {
 // fixture's command log).
 func mwDocument(t testing.TB, f *storeFixture, value string) (bson.Raw, bool) {
 	t.Helper()
-	id, _, err := f.store.decodeCookie(testSessionName, value)
+	id, _, err := f.store.cookies.decode(testSessionName, value)
 	if err != nil {
 		t.Fatalf("decode session cookie: %v", err)
 	}
-	raw, err := f.coll.FindOne(context.Background(), idFilter(f.store.hasher.docID(id))).Raw()
+	raw, err := f.coll.FindOne(context.Background(), idFilter(docID(id))).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return nil, false
 	}
@@ -97,12 +101,15 @@ func mwDate(t testing.TB, doc bson.Raw, field string) time.Time {
 }
 
 // mwSessionHandler returns the middleware named testSessionName of
-// f.store wrapping fn, which gets the session the middleware loaded.
-func mwSessionHandler(t testing.TB, f *storeFixture, opts MiddlewareOptions, fn func(w http.ResponseWriter, r *http.Request, s *sessions.Session)) http.Handler {
-	return f.store.Middleware(testSessionName, opts)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s := Session(r, testSessionName)
+// f.store, with the error handler onError (nil for the default), wrapping
+// fn, which gets the session the middleware loaded (store.Get returns it:
+// gorilla's registry holds it for the request; its error, if any, is the
+// middleware's, which the middleware has dealt with).
+func mwSessionHandler(t testing.TB, f *storeFixture, onError func(http.ResponseWriter, *http.Request, error), fn func(w http.ResponseWriter, r *http.Request, s *sessions.Session)) http.Handler {
+	return f.store.Middleware(testSessionName, onError)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
 		if s == nil {
-			t.Errorf("Session(r, %q) = nil inside the middleware", testSessionName)
+			t.Errorf("store.Get(r, %q) = nil inside the middleware", testSessionName)
 			http.Error(w, "no session", http.StatusTeapot)
 			return
 		}
@@ -168,11 +175,83 @@ func mwUnreachableStore(t testing.TB, cfg Config) (*Store, *commandLog) {
 // of the store.
 func mwCookieFor(t testing.TB, s *Store) string {
 	t.Helper()
-	v, err := securecookie.EncodeMulti(testSessionName, []byte(newSessionID()), s.codecs...)
+	v, err := s.cookies.encode(testSessionName, newSessionID())
 	if err != nil {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// mwSaveNew saves a new session holding values with Store.Save (no
+// middleware) and returns the browser that holds its cookie and the session
+// ID. (A copy of store_test.go's saveNew, which this file cannot share.)
+func mwSaveNew(t *testing.T, f *storeFixture, values map[any]any) (*browser, string) {
+	t.Helper()
+	b := newBrowser()
+	var id string
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, err := f.store.Get(r, testSessionName)
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		for k, v := range values {
+			s.Values[k] = v
+		}
+		if err := s.Save(r, w); err != nil {
+			t.Fatalf("Save: %v", err)
+		}
+		id = s.ID
+	})
+	if len(b.cookies) != 1 {
+		t.Fatalf("after Save the browser holds %d cookies, want 1", len(b.cookies))
+	}
+	return b, id
+}
+
+// mwLoad runs one request from b, without the middleware, and returns the
+// session the store loads.
+func mwLoad(t *testing.T, f *storeFixture, b *browser) (*sessions.Session, error) {
+	t.Helper()
+	var s *sessions.Session
+	var err error
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, err = f.store.Get(r, testSessionName)
+	})
+	if s == nil {
+		t.Fatal("Get returned a nil session")
+	}
+	return s, err
+}
+
+// mwUnusableCookies returns one cookie value of each kind the store must
+// refuse, made from valid, a cookie value the store s wrote. (A copy of
+// cookie_test.go's unusableCookies, which this file cannot share.)
+func mwUnusableCookies(tb testing.TB, s *Store, valid string) []struct{ name, value string } {
+	tb.Helper()
+	encode := func(name string, value []byte, codecs ...securecookie.Codec) string {
+		v, err := securecookie.EncodeMulti(name, value, codecs...)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return v
+	}
+	flipped := []byte(valid) // one base64 character changed: it decodes, but fails its MAC
+	if i := len(flipped) / 2; flipped[i] == 'A' {
+		flipped[i] = 'B'
+	} else {
+		flipped[i] = 'A'
+	}
+	foreign := securecookie.New(otherHashKey, nil).SetSerializer(securecookie.NopEncoder{})
+	return []struct{ name, value string }{
+		{"tampered", string(flipped)},
+		{"truncated", valid[:len(valid)-5]},
+		{"empty", ""},
+		{"garbage", "%%%not base64%%%"},
+		{"huge", strings.Repeat("A", 5000)},
+		{"foreign key", encode(testSessionName, []byte(newSessionID()), foreign)},
+		{"malformed ID", encode(testSessionName, []byte("not-a-session-id"), s.cookies...)},
+		{"signed for another name", encode("other", []byte(newSessionID()), s.cookies...)},
+	}
 }
 
 // TestMiddlewareCommands checks which commands a request sends, whether it
@@ -227,7 +306,7 @@ func TestMiddlewareCommands(t *testing.T) {
 			f := newFixture(t, Config{Expiry: ExpiryNone, Now: clock.Now})
 			b := newBrowser()
 			if tc.existing {
-				b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 					s.Values["user"] = "alice"
 				}).ServeHTTP)
 				if f.count(t) != 1 {
@@ -238,7 +317,7 @@ func TestMiddlewareCommands(t *testing.T) {
 			f.cmds.reset()
 
 			var checked check = tc.check
-			rec := b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			rec := b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				checked(t, s)
 				tc.handle(s)
 				_, _ = io.WriteString(w, "ok")
@@ -302,14 +381,14 @@ func TestMiddlewareLoadError(t *testing.T) {
 				store := st.store(t, logs)
 				var handlerCalled atomic.Bool
 				var gotErr error
-				opts := MiddlewareOptions{}
+				var onError func(http.ResponseWriter, *http.Request, error)
 				if custom {
-					opts.ErrorHandler = func(w http.ResponseWriter, r *http.Request, err error) {
+					onError = func(w http.ResponseWriter, r *http.Request, err error) {
 						gotErr = err
 						http.Error(w, "custom: try later", http.StatusServiceUnavailable)
 					}
 				}
-				h := store.Middleware(testSessionName, opts)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				h := store.Middleware(testSessionName, onError)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 					handlerCalled.Store(true)
 					_, _ = io.WriteString(w, mwHandlerText)
 				}))
@@ -356,6 +435,7 @@ type mwSaveFailure struct {
 	change  func(t *testing.T, f *storeFixture, s *sessions.Session)
 	status  int // of the default error handler
 	target  error
+	message string // in the error's text ("" for any)
 }
 
 type mwUnregistered struct{ X int } // never registered with gob
@@ -367,14 +447,14 @@ func mwSaveFailures() []mwSaveFailure {
 			change: func(t *testing.T, f *storeFixture, s *sessions.Session) {
 				s.Values["big"] = strings.Repeat("x", 1000)
 			},
-			status: http.StatusInternalServerError, target: ErrTooLarge,
+			status: http.StatusInternalServerError, target: ErrEncode, message: "more than MaxSize", // was ErrTooLarge
 		},
 		{
 			name: "too large on update", cfg: Config{MaxSize: 256}, prepare: true,
 			change: func(t *testing.T, f *storeFixture, s *sessions.Session) {
 				s.Values["big"] = strings.Repeat("x", 1000)
 			},
-			status: http.StatusInternalServerError, target: ErrTooLarge,
+			status: http.StatusInternalServerError, target: ErrEncode, message: "more than MaxSize", // was ErrTooLarge
 		},
 		{
 			name: "unencodable",
@@ -434,13 +514,13 @@ func TestMiddlewareSaveError(t *testing.T) {
 				f := newFixture(t, fail.cfg)
 				b := newBrowser()
 				if fail.prepare {
-					b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+					b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 						s.Values["user"] = "alice"
 					}).ServeHTTP)
 				}
 				docsBefore := f.count(t)
 				var respondErr error
-				rec := b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				rec := b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 					w.Header().Set("X-Handler", "leaked")
 					w.Header().Set("Content-Type", "application/x-handler")
 					fail.change(t, f, s)
@@ -475,23 +555,25 @@ func TestMiddlewareSaveError(t *testing.T) {
 			f := newFixture(t, fail.cfg)
 			b := newBrowser()
 			if fail.prepare {
-				b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 					s.Values["user"] = "alice"
 				}).ServeHTTP)
 			}
 			var gotErr error
+			var handled *sessions.Session // the handler's session
 			calls := 0
-			opts := MiddlewareOptions{ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			onError := func(w http.ResponseWriter, r *http.Request, err error) {
 				calls++
 				gotErr = err
-				if Session(r, testSessionName) == nil {
-					t.Error("the error handler's request carries no session")
+				if s, _ := f.store.Get(r, testSessionName); s == nil || s != handled {
+					t.Errorf("the error handler's request carries session %p, want the handler's %p", s, handled)
 				}
 				w.Header().Set("X-Error", "custom")
 				w.WriteHeader(http.StatusTeapot)
 				_, _ = io.WriteString(w, "custom error")
-			}}
-			rec := b.do(mwSessionHandler(t, f, opts, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			}
+			rec := b.do(mwSessionHandler(t, f, onError, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				handled = s
 				fail.change(t, f, s)
 				_, _ = io.WriteString(w, mwHandlerText)
 				_, _ = io.WriteString(w, mwHandlerText)
@@ -499,8 +581,8 @@ func TestMiddlewareSaveError(t *testing.T) {
 			if calls != 1 {
 				t.Errorf("error handler called %d times, want once", calls)
 			}
-			if !errors.Is(gotErr, fail.target) {
-				t.Errorf("error handler got %v, want %v", gotErr, fail.target)
+			if !errors.Is(gotErr, fail.target) || (gotErr != nil && !strings.Contains(gotErr.Error(), fail.message)) {
+				t.Errorf("error handler got %v, want %v saying %q", gotErr, fail.target, fail.message)
 			}
 			if rec.Code != http.StatusTeapot || rec.Body.String() != "custom error" || rec.Header().Get("X-Error") != "custom" {
 				t.Errorf("response %d %v %q, want the custom handler's", rec.Code, rec.Header(), rec.Body)
@@ -514,12 +596,12 @@ func TestMiddlewareSaveError(t *testing.T) {
 func TestMiddlewareInvalidCookie(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
 	b := newBrowser()
-	b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		s.Values["user"] = "alice"
 	}).ServeHTTP)
 	valid := b.cookies[testSessionName].Value
 
-	tests := unusableCookies(t, f.store, valid)
+	tests := mwUnusableCookies(t, f.store, valid)
 	for _, tc := range tests {
 		for _, write := range []bool{false, true} {
 			name := tc.name + "/read"
@@ -529,7 +611,7 @@ func TestMiddlewareInvalidCookie(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				before := f.count(t)
 				f.cmds.reset()
-				h := mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				h := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 					if !s.IsNew || len(s.Values) != 0 || s.ID != "" {
 						t.Errorf("session IsNew=%v ID=%q values=%v, want a fresh one", s.IsNew, s.ID, s.Values)
 					}
@@ -574,7 +656,7 @@ func TestMiddlewareInvalidCookie(t *testing.T) {
 	// The original session is untouched.
 	if doc, ok := mwDocument(t, f, valid); !ok {
 		t.Error("the original session is gone")
-	} else if _, _, v, err := f.store.decodeStored(doc.Lookup(fieldID).StringValue(), doc); err != nil || v["user"] != "alice" {
+	} else if _, _, v, err := f.store.open(doc); err != nil || v["user"] != "alice" {
 		t.Errorf("original session values %v, %v", v, err)
 	}
 }
@@ -584,7 +666,7 @@ func TestMiddlewareInvalidCookie(t *testing.T) {
 func TestMiddlewareUnreadableSession(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
 	b := newBrowser()
-	b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		s.Values["user"] = "alice"
 	}).ServeHTTP)
 	old := b.cookies[testSessionName].Value
@@ -594,7 +676,7 @@ func TestMiddlewareUnreadableSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.cmds.reset()
-	rec := b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	rec := b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		if !s.IsNew || len(s.Values) != 0 {
 			t.Errorf("session IsNew=%v values=%v, want a fresh one", s.IsNew, s.Values)
 		}
@@ -610,7 +692,7 @@ func TestMiddlewareUnreadableSession(t *testing.T) {
 	if c := mwSetCookie(rec.Header(), testSessionName); c == nil || c.Value == old {
 		t.Errorf("cookie %v, want a new session's", c)
 	}
-	if !strings.Contains(f.logs.String(), "discarding unreadable session") {
+	if !strings.Contains(f.logs.String(), "discarding an unreadable session") {
 		t.Errorf("no warning logged: %s", f.logs)
 	}
 }
@@ -620,7 +702,7 @@ func TestMiddlewareLogout(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
 	b := newBrowser()
 	logout := false
-	h := mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	h := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		if logout {
 			s.Options.MaxAge = -1
 		} else {
@@ -654,16 +736,16 @@ func TestMiddlewareLogout(t *testing.T) {
 	req.AddCookie(&http.Cookie{Name: testSessionName, Value: old})
 	logout = false
 	var replayed *sessions.Session
-	f.store.Middleware(testSessionName, MiddlewareOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		replayed = Session(r, testSessionName)
+	f.store.Middleware(testSessionName, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		replayed, _ = f.store.Get(r, testSessionName)
 	})).ServeHTTP(httptest.NewRecorder(), req)
 	if replayed == nil || !replayed.IsNew || len(replayed.Values) != 0 {
 		t.Errorf("replayed cookie gives %+v, want a new session", replayed)
 	}
 	t.Run("explicit logout save sets one cookie", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone})
-		b, _ := saveNew(t, f, map[any]any{"user": "ada"})
-		rec := b.do(mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		b, _ := mwSaveNew(t, f, map[any]any{"user": "ada"})
+		rec := b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 			s.Options.MaxAge = -1
 			if err := s.Save(r, w); err != nil {
 				t.Error(err)
@@ -678,33 +760,51 @@ func TestMiddlewareLogout(t *testing.T) {
 	})
 }
 
-// TestMiddlewareSessionAccessor checks Session and store.Get inside
-// handlers, with one and two middlewares.
+// TestMiddlewareSessionAccessor checks store.Get inside handlers, with one
+// and two middlewares: it returns the session each middleware loaded and
+// saves. (Session(r, name), which returned nil without a middleware, is
+// gone: store.Get gives a new session there, which nothing saves.)
 func TestMiddlewareSessionAccessor(t *testing.T) {
 	t.Run("no middleware", func(t *testing.T) {
-		if s := Session(httptest.NewRequest(http.MethodGet, "/", nil), testSessionName); s != nil {
-			t.Errorf("Session = %v without middleware, want nil", s)
+		f := newFixture(t, Config{Expiry: ExpiryNone})
+		rec := httptest.NewRecorder()
+		func(w http.ResponseWriter, r *http.Request) {
+			s, err := f.store.Get(r, testSessionName)
+			if err != nil || s == nil || !s.IsNew {
+				t.Fatalf("store.Get without middleware = %v, %v; want a new session", s, err)
+			}
+			s.Values["n"] = 1
+		}(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+		if c := rec.Header().Values("Set-Cookie"); len(c) != 0 {
+			t.Errorf("Set-Cookie %q without middleware, want none", c)
+		}
+		if n := f.count(t); n != 0 {
+			t.Errorf("%d documents without middleware, want 0", n)
 		}
 	})
 
 	f := newFixture(t, Config{Expiry: ExpiryNone})
 	var calls atomic.Int32
-	h := f.store.Middleware("a", MiddlewareOptions{})(f.store.Middleware("b", MiddlewareOptions{})(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := f.store.Middleware("a", nil)(f.store.Middleware("b", nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
-		a, b := Session(r, "a"), Session(r, "b")
-		if a == nil || b == nil || a == b {
-			t.Fatalf("Session a=%p b=%p, want two sessions", a, b)
+		a, errA := f.store.Get(r, "a")
+		b, errB := f.store.Get(r, "b")
+		if a == nil || b == nil || a == b || errA != nil || errB != nil {
+			t.Fatalf("store.Get a=%p (%v) b=%p (%v), want two sessions", a, errA, b, errB)
 		}
 		if a.Name() != "a" || b.Name() != "b" {
 			t.Errorf("names %q %q", a.Name(), b.Name())
 		}
-		if s := Session(r, "c"); s != nil {
-			t.Errorf("Session(r, c) = %v, want nil", s)
+		// A name no middleware manages: a new session, never saved.
+		if c, err := f.store.Get(r, "c"); err != nil || c == nil || c == a || c == b || !c.IsNew {
+			t.Errorf("store.Get(r, c) = %p, %v; want a new session of its own", c, err)
+		} else {
+			c.Values["n"] = 1
 		}
 		for name, want := range map[string]*sessions.Session{"a": a, "b": b} {
 			got, err := f.store.Get(r, name)
 			if err != nil || got != want {
-				t.Errorf("store.Get(r, %q) = %p, %v; want %p (the middleware's session)", name, got, err, want)
+				t.Errorf("store.Get(r, %q) again = %p, %v; want %p (the middleware's session)", name, got, err, want)
 			}
 		}
 		n, _ := a.Values["n"].(int)
@@ -716,6 +816,9 @@ func TestMiddlewareSessionAccessor(t *testing.T) {
 	rec := br.do(h.ServeHTTP)
 	if mwSetCookie(rec.Header(), "a") == nil || mwSetCookie(rec.Header(), "b") == nil {
 		t.Fatalf("Set-Cookie %v, want cookies a and b", rec.Header().Values("Set-Cookie"))
+	}
+	if c := mwSetCookie(rec.Header(), "c"); c != nil {
+		t.Errorf("Set-Cookie %v: session c, which no middleware manages, was saved", c)
 	}
 	if got := rec.Header().Get("Cache-Control"); got != "no-store" {
 		t.Errorf("Cache-Control %q, want no-store", got)
@@ -741,7 +844,7 @@ func TestMiddlewareSessionAccessor(t *testing.T) {
 func TestMiddlewareConcurrentClients(t *testing.T) {
 	const clients, requests = 50, 5
 	f := newFixture(t, Config{})
-	srv := mwServer(t, mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	srv := mwServer(t, mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		if s.IsNew {
 			s.Values["client"] = r.URL.Query().Get("client")
 		}
@@ -778,5 +881,942 @@ func TestMiddlewareConcurrentClients(t *testing.T) {
 	wg.Wait()
 	if n := f.count(t); n != clients {
 		t.Errorf("%d documents, want %d", n, clients)
+	}
+}
+
+// TestMiddlewareSavesBeforeHeaders checks through a real server that a
+// changed session is saved and its cookie sent whatever way the handler
+// starts its response.
+func TestMiddlewareSavesBeforeHeaders(t *testing.T) {
+	tests := []struct {
+		name       string
+		respond    func(t *testing.T, w http.ResponseWriter)
+		wantStatus int
+		wantBody   string
+	}{
+		{"Write", func(t *testing.T, w http.ResponseWriter) { _, _ = io.WriteString(w, "written") }, http.StatusOK, "written"},
+		{"WriteHeader 201", func(t *testing.T, w http.ResponseWriter) {
+			w.WriteHeader(http.StatusCreated)
+			_, _ = io.WriteString(w, "created")
+		}, http.StatusCreated, "created"},
+		{"WriteHeader 204 only", func(t *testing.T, w http.ResponseWriter) { w.WriteHeader(http.StatusNoContent) }, http.StatusNoContent, ""},
+		{"ReadFrom", func(t *testing.T, w http.ResponseWriter) {
+			rf, ok := w.(io.ReaderFrom)
+			if !ok {
+				t.Errorf("%T is not an io.ReaderFrom", w)
+				return
+			}
+			if _, err := rf.ReadFrom(strings.NewReader("copied")); err != nil {
+				t.Errorf("ReadFrom: %v", err)
+			}
+		}, http.StatusOK, "copied"},
+		{"io.Copy", func(t *testing.T, w http.ResponseWriter) {
+			_, _ = io.Copy(w, io.LimitReader(strings.NewReader("copied via io.Copy"), 100))
+		}, http.StatusOK, "copied via io.Copy"},
+		{"nothing written", func(t *testing.T, w http.ResponseWriter) {}, http.StatusOK, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{})
+			srv := mwServer(t, mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				if r.URL.Path == "/check" {
+					_, _ = fmt.Fprintf(w, "new=%v saved=%v", s.IsNew, s.Values["saved"])
+					return
+				}
+				s.Values["saved"] = tc.name
+				w.Header().Set("X-Handler", "yes")
+				tc.respond(t, w)
+			}))
+			client := mwClient(t, srv)
+
+			resp, body := mwGet(t, client, srv.URL+"/")
+			if resp.StatusCode != tc.wantStatus || body != tc.wantBody {
+				t.Errorf("response %d %q, want %d %q", resp.StatusCode, body, tc.wantStatus, tc.wantBody)
+			}
+			c := mwSetCookie(resp.Header, testSessionName)
+			if c == nil || c.Value == "" {
+				t.Fatalf("response sets no session cookie; headers %v", resp.Header)
+			}
+			if resp.Header.Get("X-Handler") != "yes" {
+				t.Errorf("the handler's header was lost: %v", resp.Header)
+			}
+			if _, ok := mwDocument(t, f, c.Value); !ok {
+				t.Errorf("no document for the cookie the response set")
+			}
+			_, body = mwGet(t, client, srv.URL+"/check")
+			if want := "new=false saved=" + tc.name; body != want {
+				t.Errorf("next request sees %q, want %q", body, want)
+			}
+		})
+	}
+}
+
+// TestMiddlewareFlushStreams checks that flushing saves the session, sends
+// the cookie with the headers and lets the response stream.
+func TestMiddlewareFlushStreams(t *testing.T) {
+	tests := []struct {
+		name  string
+		flush func(w http.ResponseWriter) error
+	}{
+		{"ResponseController", func(w http.ResponseWriter) error { return http.NewResponseController(w).Flush() }},
+		{"http.Flusher", func(w http.ResponseWriter) error {
+			fl, ok := w.(http.Flusher)
+			if !ok {
+				return fmt.Errorf("%T is not an http.Flusher", w)
+			}
+			fl.Flush()
+			return nil
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{})
+			firstRead := make(chan struct{})
+			handlerDone := make(chan struct{})
+			srv := mwServer(t, mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				defer close(handlerDone)
+				s.Values["streaming"] = true
+				// A flush before anything is written sends the headers alone.
+				if err := tc.flush(w); err != nil {
+					t.Errorf("first flush: %v", err)
+				}
+				if _, err := io.WriteString(w, "chunk 1\n"); err != nil {
+					t.Errorf("write chunk 1: %v", err)
+				}
+				if err := tc.flush(w); err != nil {
+					t.Errorf("flush: %v", err)
+				}
+				select {
+				case <-firstRead:
+				case <-time.After(20 * time.Second):
+					t.Error("the client never read the first chunk: the flush did not reach it")
+					return
+				}
+				if _, err := io.WriteString(w, "chunk 2\n"); err != nil {
+					t.Errorf("write chunk 2: %v", err)
+				}
+			}))
+			client := mwClient(t, srv)
+			resp, err := client.Get(srv.URL)
+			if err != nil {
+				close(firstRead)
+				t.Fatalf("GET: %v", err)
+			}
+			defer resp.Body.Close()
+			c := mwSetCookie(resp.Header, testSessionName)
+			if c == nil || c.Value == "" {
+				t.Errorf("streamed response sets no session cookie; headers %v", resp.Header)
+			}
+			if resp.Header.Get("Cache-Control") != "no-store" {
+				t.Errorf("Cache-Control %q, want no-store", resp.Header.Get("Cache-Control"))
+			}
+			br := bufio.NewReader(resp.Body)
+			line, err := br.ReadString('\n')
+			close(firstRead)
+			if err != nil || line != "chunk 1\n" {
+				t.Fatalf("first chunk %q, %v", line, err)
+			}
+			rest, err := io.ReadAll(br)
+			if err != nil || string(rest) != "chunk 2\n" {
+				t.Errorf("rest of the stream %q, %v", rest, err)
+			}
+			<-handlerDone
+			if c != nil {
+				if _, ok := mwDocument(t, f, c.Value); !ok {
+					t.Error("no document for the streamed session")
+				}
+			}
+		})
+	}
+}
+
+// TestMiddlewareResponseController checks that the ResponseController
+// methods the sessionWriter does not implement reach the server's writer
+// through Unwrap.
+func TestMiddlewareResponseController(t *testing.T) {
+	f := newFixture(t, Config{})
+	srv := mwServer(t, mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		rc := http.NewResponseController(w)
+		s.Values["deadline"] = "set"
+		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Errorf("SetWriteDeadline: %v (ErrNotSupported: %v)", err, errors.Is(err, http.ErrNotSupported))
+		}
+		if err := rc.SetReadDeadline(time.Now().Add(time.Minute)); err != nil {
+			t.Errorf("SetReadDeadline: %v", err)
+		}
+		if err := rc.Flush(); err != nil {
+			t.Errorf("Flush: %v", err)
+		}
+		_, _ = io.WriteString(w, "ok")
+	}))
+	resp, body := mwGet(t, mwClient(t, srv), srv.URL)
+	if resp.StatusCode != http.StatusOK || body != "ok" {
+		t.Errorf("response %d %q", resp.StatusCode, body)
+	}
+	if c := mwSetCookie(resp.Header, testSessionName); c == nil {
+		t.Error("no session cookie")
+	}
+	if n := f.count(t); n != 1 {
+		t.Errorf("%d documents, want 1", n)
+	}
+
+	// Hijack, too, reaches the connection through Unwrap.
+	hijack := mwServer(t, mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		conn, rw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			t.Errorf("Hijack: %v", err)
+			return
+		}
+		defer conn.Close()
+		_, _ = rw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nhijacked")
+		_ = rw.Flush()
+	}))
+	resp, body = mwGet(t, mwClient(t, hijack), hijack.URL)
+	if resp.StatusCode != http.StatusOK || body != "hijacked" {
+		t.Errorf("hijacked response %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestMiddlewareErrorResponseKeepsHeaders checks that a failed save drops
+// only what the handler added to the response headers: the middleware's own
+// "Vary: Cookie" ("every response gets Vary: Cookie") and headers that outer
+// middleware set before calling this one (HSTS, CORS, request IDs) stay.
+func TestMiddlewareErrorResponseKeepsHeaders(t *testing.T) {
+	f := newFixture(t, Config{MaxSize: 256})
+	inner := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		w.Header().Set("X-Handler", "leaked")
+		s.Values["big"] = strings.Repeat("x", 1000)
+		_, _ = io.WriteString(w, mwHandlerText)
+	})
+	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Strict-Transport-Security", "max-age=63072000")
+		w.Header().Set("X-Request-Id", "req-1")
+		inner.ServeHTTP(w, r)
+	})
+	rec := httptest.NewRecorder()
+	outer.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+
+	if rec.Code != http.StatusInternalServerError {
+		t.Fatalf("status %d, want 500", rec.Code)
+	}
+	if rec.Header().Get("X-Handler") != "" {
+		t.Errorf("the handler's header leaked: %v", rec.Header())
+	}
+	if !strings.Contains(strings.Join(rec.Header().Values("Vary"), ","), "Cookie") {
+		t.Errorf("error response has Vary %q, want Cookie (headers %v)", rec.Header().Values("Vary"), rec.Header())
+	}
+	for _, h := range []string{"Strict-Transport-Security", "X-Request-Id"} {
+		if rec.Header().Get(h) == "" {
+			t.Errorf("error response lost the outer middleware's %s header (headers %v)", h, rec.Header())
+		}
+	}
+}
+
+// TestMiddlewareCacheHeaders checks Vary and Cache-Control.
+func TestMiddlewareCacheHeaders(t *testing.T) {
+	tests := []struct {
+		name         string
+		existing     bool
+		cacheControl string // set by the handler
+		change       bool
+		wantCookie   bool
+		want         string // Cache-Control of the response
+	}{
+		{name: "new session unchanged", want: ""},
+		{name: "new session unchanged, public", cacheControl: "public, max-age=60", want: "public, max-age=60"},
+		{name: "new session saved", change: true, wantCookie: true, want: "no-store"},
+		{name: "saved, handler private", change: true, cacheControl: "private, max-age=60", wantCookie: true, want: "private, max-age=60"},
+		{name: "saved, handler no-store", change: true, cacheControl: "no-store, no-cache", wantCookie: true, want: "no-store, no-cache"},
+		{name: "saved, handler public", change: true, cacheControl: "public, max-age=60", wantCookie: true, want: "no-store"},
+		{name: "saved, handler Public upper case", change: true, cacheControl: "Public, Max-Age=60", wantCookie: true, want: "no-store"},
+		{name: "existing read only", existing: true, want: ""},
+		{name: "existing read only, public", existing: true, cacheControl: "public, max-age=60", want: "public, max-age=60"},
+		{name: "existing changed, public", existing: true, change: true, cacheControl: "public, max-age=60", wantCookie: true, want: "no-store"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone})
+			b := newBrowser()
+			if tc.existing {
+				b, _ = mwSaveNew(t, f, map[any]any{"user": "alice"})
+			}
+			rec := b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				if tc.cacheControl != "" {
+					w.Header().Set("Cache-Control", tc.cacheControl)
+				}
+				if tc.change {
+					s.Values["n"] = 1
+				}
+				_, _ = io.WriteString(w, "ok")
+			}).ServeHTTP)
+			if got := rec.Header().Values("Vary"); !slices.Contains(got, "Cookie") {
+				t.Errorf("Vary %q, want Cookie", got)
+			}
+			if got := rec.Header().Get("Cache-Control"); got != tc.want {
+				t.Errorf("Cache-Control %q, want %q", got, tc.want)
+			}
+			if c := mwSetCookie(rec.Header(), testSessionName); (c != nil) != tc.wantCookie {
+				t.Errorf("Set-Cookie %v, want cookie: %v", rec.Header().Values("Set-Cookie"), tc.wantCookie)
+			}
+		})
+	}
+}
+
+// TestMiddlewareTouchInterval checks that unchanged sessions are written
+// once per touch interval to slide their expiry.
+func TestMiddlewareTouchInterval(t *testing.T) {
+	tests := []struct {
+		name     string
+		interval time.Duration
+		quiet    time.Duration // since the last write: no write yet
+		touch    time.Duration // since the last write: written; 0 for never
+	}{
+		{name: "default", interval: 0, quiet: 59 * time.Second, touch: time.Minute},
+		{name: "one minute", interval: time.Minute, quiet: 30 * time.Second, touch: 61 * time.Second},
+		{name: "ten seconds", interval: 10 * time.Second, quiet: 9 * time.Second, touch: 10 * time.Second},
+		{name: "negative", interval: -1, quiet: 23 * time.Hour},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			f := newFixture(t, Config{Expiry: ExpiryNone, Now: clock.Now, TouchInterval: tc.interval})
+			b := newBrowser()
+			// The store's default MaxAge (one day) is the idle timeout.
+			idle := time.Duration(f.store.Options.MaxAge) * time.Second
+			change := ""
+			h := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				if change != "" {
+					s.Values["user"] = change
+				}
+				_, _ = io.WriteString(w, "ok")
+			}).ServeHTTP
+			request := func(wantCmds []string, wantCookie bool) {
+				t.Helper()
+				f.cmds.reset()
+				rec := b.do(h)
+				if got := mwCommandNames(f.cmds); !slices.Equal(got, wantCmds) {
+					t.Errorf("at %v: commands %q, want %q", clock.Now(), got, wantCmds)
+				}
+				if c := mwSetCookie(rec.Header(), testSessionName); (c != nil) != wantCookie {
+					t.Errorf("at %v: Set-Cookie %v, want cookie: %v", clock.Now(), rec.Header().Values("Set-Cookie"), wantCookie)
+				}
+			}
+			change = "alice"
+			request([]string{"insert"}, true)
+			change = ""
+			doc, _ := mwBrowserDocument(t, f, b)
+			expires0 := mwDate(t, doc, fieldExpiresAt)
+			if want := clock.Now().Add(idle); !expires0.Equal(want) {
+				t.Fatalf("expiresAt %v, want %v", expires0, want)
+			}
+
+			clock.Advance(tc.quiet)
+			request([]string{"find"}, false)
+			doc, _ = mwBrowserDocument(t, f, b)
+			if got := mwDate(t, doc, fieldExpiresAt); !got.Equal(expires0) {
+				t.Errorf("expiresAt moved to %v by a read within the interval", got)
+			}
+
+			if tc.touch == 0 {
+				// Never touched, however old the write...
+				clock.Advance(time.Hour - time.Second)
+				request([]string{"find"}, false)
+				doc, _ = mwBrowserDocument(t, f, b)
+				if got := mwDate(t, doc, fieldExpiresAt); !got.Equal(expires0) {
+					t.Errorf("expiresAt moved to %v with a negative touch interval", got)
+				}
+				// ...but changes are still written.
+				change = "bob"
+				request([]string{"find", "findAndModify"}, true)
+				doc, _ = mwBrowserDocument(t, f, b)
+				if got, want := mwDate(t, doc, fieldExpiresAt), clock.Now().Add(idle); !got.Equal(want) {
+					t.Errorf("expiresAt %v after a change, want %v", got, want)
+				}
+				return
+			}
+
+			clock.Advance(tc.touch - tc.quiet)
+			request([]string{"find", "findAndModify"}, true)
+			doc, _ = mwBrowserDocument(t, f, b)
+			if got, want := mwDate(t, doc, fieldExpiresAt), expires0.Add(tc.touch); !got.Equal(want) {
+				t.Errorf("expiresAt after touch %v, want %v", got, want)
+			}
+			if got := mwDate(t, doc, fieldUpdatedAt); !got.Equal(clock.Now()) {
+				t.Errorf("updatedAt after touch %v, want %v", got, clock.Now())
+			}
+			// The touch counts as a write: the next read is quiet again.
+			request([]string{"find"}, false)
+		})
+	}
+	t.Run("touch of a session ended elsewhere", func(t *testing.T) {
+		clock := newFakeClock()
+		f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, TouchInterval: time.Minute})
+		b, _ := mwSaveNew(t, f, map[any]any{"user": "ada"})
+		h := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			if _, err := f.coll.DeleteMany(r.Context(), bson.D{}); err != nil { // a logout in another tab
+				t.Error(err)
+			}
+			fmt.Fprint(w, "page")
+		})
+		clock.Advance(2 * time.Minute) // the touch is due
+		rec := b.do(h.ServeHTTP)
+		if rec.Code != http.StatusOK || rec.Body.String() != "page" {
+			t.Fatalf("read-only request answered %d %q, want its own 200 page", rec.Code, rec.Body.String())
+		}
+		if f.count(t) != 0 {
+			t.Fatal("the touch resurrected the session")
+		}
+	})
+}
+
+// TestMiddlewareUnchangedMapNotWritten checks that a session whose
+// encoding varies is not taken for a changed one: the default codec encodes
+// values with non-string keys whole with gob, which writes maps in random
+// order.
+func TestMiddlewareUnchangedMapNotWritten(t *testing.T) {
+	values := func(s *sessions.Session) {
+		for i := range 24 {
+			switch i % 3 {
+			case 0:
+				s.Values[fmt.Sprintf("key%02d", i)] = fmt.Sprintf("value %d", i)
+			case 1:
+				s.Values[i] = i * i
+			default:
+				s.Values[fmt.Sprintf("list%02d", i)] = []string{"a", fmt.Sprint(i)}
+			}
+		}
+	}
+	// The encoding really does vary, or the test proves nothing.
+	probe := sessions.NewSession(nil, "probe")
+	values(probe)
+	encodings := map[string]bool{}
+	for range 20 {
+		data, err := compactCodec{}.Encode(probe.Values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		encodings[string(data)] = true
+	}
+	if len(encodings) < 2 {
+		t.Fatalf("20 encodings of a %d-key map are all equal; the test needs varying encodings", len(probe.Values))
+	}
+
+	clock := newFakeClock()
+	f := newFixture(t, Config{Expiry: ExpiryNone, Now: clock.Now})
+	b := newBrowser()
+	create := true
+	h := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		if create {
+			values(s)
+			return
+		}
+		// Reassigning equal values changes nothing either.
+		values(s)
+	}).ServeHTTP
+	b.do(h)
+	create = false
+	for i := range 20 {
+		f.cmds.reset()
+		rec := b.do(h)
+		if got := mwCommandNames(f.cmds); !slices.Equal(got, []string{"find"}) {
+			t.Fatalf("request %d: commands %q, want only find", i, got)
+		}
+		if c := mwSetCookie(rec.Header(), testSessionName); c != nil {
+			t.Fatalf("request %d sets the cookie", i)
+		}
+	}
+}
+
+// TestMiddlewareEarlyHints checks that informational responses pass
+// through before the session is saved with the final response.
+func TestMiddlewareEarlyHints(t *testing.T) {
+	f := newFixture(t, Config{})
+	srv := mwServer(t, mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		w.Header().Set("Link", "</style.css>; rel=preload; as=style")
+		w.WriteHeader(http.StatusEarlyHints)
+		s.Values["hinted"] = true
+		w.WriteHeader(http.StatusOK)
+		_, _ = io.WriteString(w, "final")
+	}))
+	var mu sync.Mutex
+	var hints []int
+	var hintCookie, hintLink string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		mu.Lock()
+		defer mu.Unlock()
+		hints = append(hints, code)
+		hintCookie, hintLink = h.Get("Set-Cookie"), h.Get("Link")
+		return nil
+	}}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, srv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := mwClient(t, srv).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Equal(hints, []int{http.StatusEarlyHints}) {
+		t.Errorf("informational responses %v, want [103]", hints)
+	}
+	if hintLink == "" || hintCookie != "" {
+		t.Errorf("103 has Link %q and Set-Cookie %q, want a Link and no cookie", hintLink, hintCookie)
+	}
+	if resp.StatusCode != http.StatusOK || string(body) != "final" {
+		t.Errorf("final response %d %q", resp.StatusCode, body)
+	}
+	c := mwSetCookie(resp.Header, testSessionName)
+	if c == nil {
+		t.Fatalf("final response sets no session cookie: %v", resp.Header)
+	}
+	if _, ok := mwDocument(t, f, c.Value); !ok {
+		t.Error("no document for the session")
+	}
+}
+
+// TestMiddlewareCacheHeadersExplicitSave checks that a response is made
+// uncacheable when the handler itself sets the session cookie, with
+// session.Save (the usual gorilla idiom) or Store.RegenerateID (at login):
+// "one that sets the cookie is kept out of shared caches".
+func TestMiddlewareCacheHeadersExplicitSave(t *testing.T) {
+	tests := []struct {
+		name     string
+		existing bool
+		save     func(f *storeFixture, w http.ResponseWriter, r *http.Request, s *sessions.Session) error
+		wantCmds []string
+		logout   bool // the save expires the cookie
+	}{
+		{"new session, session.Save", false, func(f *storeFixture, w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+			return s.Save(r, w)
+		}, []string{"insert"}, false},
+		{"existing session, sessions.Save", true, func(f *storeFixture, w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+			return sessions.Save(r, w)
+		}, []string{"find", "findAndModify"}, false},
+		{"existing session, RegenerateID", true, func(f *storeFixture, w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+			return f.store.RegenerateID(r, w, s)
+		}, []string{"find", "insert", "findAndModify"}, false}, // the new document first, then the old one deleted
+		{"existing session, logout with session.Save", true, func(f *storeFixture, w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+			s.Options.MaxAge = -1
+			return s.Save(r, w)
+		}, []string{"find", "delete"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone})
+			b := newBrowser()
+			if tc.existing {
+				b, _ = mwSaveNew(t, f, map[any]any{"user": "alice"})
+			}
+			f.cmds.reset()
+			rec := b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				w.Header().Set("Cache-Control", "public, max-age=60")
+				s.Values["user"] = "bob"
+				if err := tc.save(f, w, r, s); err != nil {
+					t.Errorf("save: %v", err)
+				}
+				_, _ = io.WriteString(w, "ok")
+			}).ServeHTTP)
+			if got := mwCommandNames(f.cmds); !slices.Equal(got, tc.wantCmds) {
+				t.Errorf("commands %q, want %q (saved once, by the handler)", got, tc.wantCmds)
+			}
+			if c := mwSetCookie(rec.Header(), testSessionName); c == nil || (c.Value == "") != tc.logout || (c.MaxAge < 0) != tc.logout {
+				t.Fatalf("Set-Cookie %v, want the session cookie (expired: %v)", rec.Header().Values("Set-Cookie"), tc.logout)
+			}
+			if got := rec.Header().Get("Cache-Control"); got != "no-store" {
+				t.Errorf("response sets the session cookie with Cache-Control %q, want no-store", got)
+			}
+		})
+	}
+}
+
+// TestMiddlewareChangeAfterResponseStarted checks that a stored session
+// changed after the handler wrote its response is still saved, and that a
+// new one is reported instead.
+func TestMiddlewareChangeAfterResponseStarted(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone, TouchInterval: -1})
+	mw := f.store.Middleware(testSessionName, nil)
+	late := mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "body first")
+		s, _ := f.store.Get(r, testSessionName)
+		s.Values["late"] = r.URL.Query().Get("v")
+	}))
+	b, id := mwSaveNew(t, f, map[any]any{"user": "ada"})
+	rec := b.do(func(w http.ResponseWriter, r *http.Request) {
+		r.URL.RawQuery = "v=one"
+		late.ServeHTTP(w, r)
+	})
+	if rec.Body.String() != "body first\n" {
+		t.Fatalf("body %q", rec.Body.String())
+	}
+	s, err := mwLoad(t, f, b)
+	if err != nil || s.ID != id || s.Values["late"] != "one" {
+		t.Fatalf("late change not stored: %v, %v", s.Values, err)
+	}
+
+	fresh := newBrowser()
+	fresh.do(late.ServeHTTP)
+	if f.count(t) != 1 || len(fresh.cookies) != 0 {
+		t.Fatalf("a new session changed after the response: %d documents, %d cookies", f.count(t), len(fresh.cookies))
+	}
+	if !strings.Contains(f.logs.String(), "session changed after the response started") {
+		t.Fatalf("no warning logged:\n%s", f.logs)
+	}
+}
+
+// TestMiddlewareHijacker checks that handlers asserting http.Hijacker work.
+func TestMiddlewareHijacker(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	srv := httptest.NewServer(f.store.Middleware(testSessionName, nil)(http.HandlerFunc(
+		func(w http.ResponseWriter, r *http.Request) {
+			hj, ok := w.(http.Hijacker)
+			if !ok {
+				t.Error("the middleware's writer is not an http.Hijacker")
+				return
+			}
+			conn, buf, err := hj.Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi")
+			buf.Flush()
+		})))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "hi" {
+		t.Fatalf("body %q, want hi", body)
+	}
+	t.Run("hijacked new session leaves no document", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone})
+		srv := mwServer(t, mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			s.Values["ws"] = true
+			conn, buf, err := w.(http.Hijacker).Hijack()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer conn.Close()
+			buf.WriteString("HTTP/1.1 204 No Content\r\nConnection: close\r\n\r\n")
+			buf.Flush()
+		}))
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		srv.Close() // waits for the handler
+		if n := f.count(t); n != 0 {
+			t.Fatalf("%d documents for a session whose cookie could never be sent", n)
+		}
+	})
+}
+
+// mwServeRecovered serves r with h and returns what h panicked with (nil
+// if it returned), recovering the panic as net/http's server does.
+func mwServeRecovered(h http.Handler, w http.ResponseWriter, r *http.Request) (v any) {
+	defer func() { v = recover() }()
+	h.ServeHTTP(w, r)
+	return nil
+}
+
+// mwLiveStates returns the number of entries of the store's session table
+// once those of reclaimed sessions are swept out.
+func mwLiveStates(s *Store) int {
+	t := s.states
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sweep()
+	return len(t.m)
+}
+
+// TestMiddlewarePanicLeavesNothing checks that requests whose handler
+// panics, as httputil.ReverseProxy does with http.ErrAbortHandler when the
+// client drops, leave nothing behind in the store: no session state, no
+// memory.
+// Before: the middleware registered each request's writer in the store's
+// pending table and removed it only after the handler returned, so every
+// panic left the writer there for good, holding the request, the response
+// and the session (whose state it kept alive too).
+func TestMiddlewarePanicLeavesNothing(t *testing.T) {
+	const requests = 3000
+	const scratch = 4 << 10 // bytes each request adds to its session: 12 MiB if the sessions leak
+	tests := []struct {
+		name       string
+		value      any  // what the handler panics with
+		writeFirst bool // the handler starts its response (which saves the change) before it panics
+	}{
+		{name: "panic", value: "handler bug"},
+		{name: "ErrAbortHandler", value: http.ErrAbortHandler},
+		{name: "ErrAbortHandler after the response started", value: http.ErrAbortHandler, writeFirst: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone})
+			b, _ := mwSaveNew(t, f, map[any]any{"user": "ada"})
+			cookie := b.cookies[testSessionName].Value
+			var loaded, saved atomic.Int64
+			h := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				if !s.IsNew && s.Values["user"] == "ada" {
+					loaded.Add(1)
+				}
+				s.Values["scratch"] = strings.Repeat("x", scratch) // a change, in memory of its own
+				if tc.writeFirst {
+					if _, err := io.WriteString(w, "partial"); err == nil {
+						saved.Add(1)
+					}
+				}
+				panic(tc.value)
+			})
+			serve := func() {
+				r := httptest.NewRequest(http.MethodGet, "/", nil)
+				r.AddCookie(&http.Cookie{Name: testSessionName, Value: cookie})
+				if v := mwServeRecovered(h, httptest.NewRecorder(), r); v != tc.value {
+					t.Fatalf("the handler chain panicked with %v, want %v", v, tc.value)
+				}
+			}
+			// settle collects garbage and returns the size of the store's
+			// session table and of the heap.
+			settle := func() (int, uint64) {
+				f.cmds.reset() // the fixture's log of commands is no part of the store
+				runtime.GC()
+				runtime.GC()
+				var ms runtime.MemStats
+				runtime.ReadMemStats(&ms)
+				return mwLiveStates(f.store), ms.HeapAlloc
+			}
+			for range 50 { // warm up: connections, buffers
+				serve()
+			}
+			baseTable, baseHeap := settle()
+			for range requests {
+				serve()
+			}
+			table, heap := settle()
+			t.Logf("session table %d -> %d entries, heap %.1f -> %.1f MiB", baseTable, table, float64(baseHeap)/(1<<20), float64(heap)/(1<<20))
+			if n := loaded.Load(); n != requests+50 {
+				t.Fatalf("the stored session was loaded by %d requests of %d", n, requests+50)
+			}
+			if tc.writeFirst && saved.Load() != requests+50 {
+				t.Fatalf("%d responses started of %d", saved.Load(), requests+50)
+			}
+			if table > baseTable+16 {
+				t.Errorf("after %d panicking requests the session table holds %d entries, %d before", requests, table, baseTable)
+			}
+			if heap > baseHeap+4<<20 {
+				t.Errorf("after %d panicking requests the heap grew by %.1f MiB (from %.1f MiB), want at most 4",
+					requests, float64(heap-baseHeap)/(1<<20), float64(baseHeap)/(1<<20))
+			}
+			if n := f.count(t); n != 1 {
+				t.Errorf("%d documents, want the one session", n)
+			}
+		})
+	}
+}
+
+// TestMiddlewareLogoutAfterResponseStarted checks that a logout decided
+// after the response started (the handler wrote its body, flushed it or
+// took over the connection, then set MaxAge < 0) still ends the session:
+// its document is deleted, although its cookie can no longer be expired.
+// Before: the middleware only logged "session changed after the response
+// started; not saved", and the session lived on.
+func TestMiddlewareLogoutAfterResponseStarted(t *testing.T) {
+	tests := []struct {
+		name     string
+		respond  func(t *testing.T, w http.ResponseWriter)
+		hijacked bool // respond wrote a whole response on the hijacked connection
+	}{
+		{name: "Write", respond: func(t *testing.T, w http.ResponseWriter) {
+			_, _ = io.WriteString(w, "bye")
+		}},
+		{name: "WriteHeader", respond: func(t *testing.T, w http.ResponseWriter) {
+			w.WriteHeader(http.StatusOK)
+			_, _ = io.WriteString(w, "bye")
+		}},
+		{name: "Flush", respond: func(t *testing.T, w http.ResponseWriter) {
+			_, _ = io.WriteString(w, "bye")
+			if err := http.NewResponseController(w).Flush(); err != nil {
+				t.Errorf("Flush: %v", err)
+			}
+		}},
+		{name: "Flush alone", respond: func(t *testing.T, w http.ResponseWriter) {
+			w.(http.Flusher).Flush()
+			_, _ = io.WriteString(w, "bye")
+		}},
+		{name: "Hijack", hijacked: true, respond: func(t *testing.T, w http.ResponseWriter) {
+			conn, buf, err := http.NewResponseController(w).Hijack()
+			if err != nil {
+				t.Errorf("Hijack: %v", err)
+				return
+			}
+			defer conn.Close()
+			_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nbye")
+			_ = buf.Flush()
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone})
+			b, _ := mwSaveNew(t, f, map[any]any{"user": "ada"})
+			cookie := b.cookies[testSessionName].Value
+			handled := make(chan struct{})
+			inner := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				if s.IsNew {
+					t.Error("the stored session was not loaded")
+				}
+				tc.respond(t, w)
+				s.Options.MaxAge = -1 // the logout, too late for the cookie
+			})
+			srv := mwServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				defer close(handled) // once the middleware is done
+				inner.ServeHTTP(w, r)
+			}))
+			req, err := http.NewRequest(http.MethodGet, srv.URL, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.AddCookie(&http.Cookie{Name: testSessionName, Value: cookie})
+			resp, err := srv.Client().Do(req)
+			if err != nil {
+				t.Fatalf("GET: %v", err)
+			}
+			body, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || string(body) != "bye" {
+				t.Errorf("response %d %q (%v), want the handler's 200 bye", resp.StatusCode, body, err)
+			}
+			if c := mwSetCookie(resp.Header, testSessionName); c != nil {
+				t.Errorf("the response, which started before the logout, sets the cookie: %v", c)
+			}
+			select {
+			case <-handled:
+			case <-time.After(30 * time.Second):
+				t.Fatal("the handler did not return within 30s")
+			}
+			if _, ok := mwDocument(t, f, cookie); ok {
+				t.Fatal("the session's document survived the logout")
+			}
+			if n := f.count(t); n != 0 {
+				t.Errorf("%d documents after the logout, want 0", n)
+			}
+			if strings.Contains(f.logs.String(), `"level":"ERROR"`) {
+				t.Errorf("errors logged:\n%s", f.logs)
+			}
+			// The cookie the browser kept gives a new session.
+			replay := newBrowser()
+			replay.cookies[testSessionName] = &http.Cookie{Name: testSessionName, Value: cookie}
+			if s, err := mwLoad(t, f, replay); err != nil || !s.IsNew || len(s.Values) != 0 {
+				t.Errorf("the old cookie loads %v (new: %v), %v; want a new session", s.Values, s.IsNew, err)
+			}
+		})
+	}
+}
+
+// mwSameTimes reports whether a and b are the same instants.
+func mwSameTimes(a, b SessionTimes) bool {
+	return a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt) && a.ExpiresAt.Equal(b.ExpiresAt)
+}
+
+// TestMiddlewareRememberMe checks that a session whose login gave it a
+// longer MaxAge than the store's ("remember me": 30 days against one)
+// keeps it through the touches of requests that only read it.
+// Before: documents did not keep the session's MaxAge, so a request loaded
+// the session with the store's default and its touch rewrote the expiry
+// one day ahead; the session died after one idle day.
+func TestMiddlewareRememberMe(t *testing.T) {
+	const day = 24 * time.Hour
+	const remember = 30 * day
+	tests := []struct {
+		name     string
+		absolute time.Duration // Config.AbsoluteTimeout
+		// expires returns the expiry a touch at now should write, for a
+		// session created at created.
+		expires func(created, now time.Time) time.Time
+	}{
+		{name: "no absolute timeout", absolute: -1,
+			expires: func(created, now time.Time) time.Time { return now.Add(remember) }},
+		{name: "default absolute timeout", // the longer of 7 days and the session's own MaxAge
+			expires: func(created, now time.Time) time.Time { return created.Add(remember) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			clock := newFakeClock()
+			f := newFixture(t, Config{Expiry: ExpiryNone, Now: clock.Now, AbsoluteTimeout: tc.absolute})
+			if got := time.Duration(f.store.Options.MaxAge) * time.Second; got != day {
+				t.Fatalf("the store's default MaxAge is %v, want a day", got)
+			}
+			b := newBrowser()
+			login := true
+			var loaded SessionTimes // Times in the handler, before the response
+			var session *sessions.Session
+			h := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				if login {
+					s.Values["user"] = "ada"
+					s.Options.MaxAge = int(remember / time.Second) // remember me
+					_, _ = io.WriteString(w, "welcome")
+					return
+				}
+				if s.IsNew || s.Values["user"] != "ada" {
+					t.Errorf("at %v: session IsNew=%v values=%v, want ada's", clock.Now(), s.IsNew, s.Values)
+				}
+				if got := time.Duration(s.Options.MaxAge) * time.Second; got != remember {
+					t.Errorf("at %v: loaded MaxAge %v, want %v", clock.Now(), got, remember)
+				}
+				loaded, _ = f.store.Times(s)
+				session = s
+				_, _ = io.WriteString(w, "page") // reads only
+			})
+			created := clock.Now()
+			rec := b.do(h.ServeHTTP)
+			if c := mwSetCookie(rec.Header(), testSessionName); c == nil || c.MaxAge != int(remember/time.Second) {
+				t.Fatalf("login sets %v, want a cookie with Max-Age %v", rec.Header().Values("Set-Cookie"), remember)
+			}
+			login = false
+			last := created // the last save
+			for _, at := range []time.Duration{day / 2, day + day/2, 2*day + day/2} {
+				clock.Advance(created.Add(at).Sub(clock.Now()))
+				f.cmds.reset()
+				rec := b.do(h.ServeHTTP)
+				now := clock.Now()
+				if got, want := mwCommandNames(f.cmds), []string{"find", "findAndModify"}; !slices.Equal(got, want) {
+					t.Errorf("day %.1f: commands %q, want %q (a touch)", at.Hours()/24, got, want)
+				}
+				want := tc.expires(created, now)
+				if c := mwSetCookie(rec.Header(), testSessionName); c == nil || c.MaxAge != int(want.Sub(now)/time.Second) {
+					t.Errorf("day %.1f: touch sets %v, want a cookie with Max-Age %v", at.Hours()/24, rec.Header().Values("Set-Cookie"), want.Sub(now))
+				}
+				doc, ok := mwBrowserDocument(t, f, b)
+				if !ok {
+					t.Fatalf("day %.1f: the session's document is gone", at.Hours()/24)
+				}
+				if got := mwDate(t, doc, fieldExpiresAt); !got.Equal(want) {
+					t.Errorf("day %.1f: expiresAt %v, want %v (%v after the touch)", at.Hours()/24, got, want, want.Sub(now))
+				}
+				if got := mwDate(t, doc, fieldUpdatedAt); !got.Equal(now) {
+					t.Errorf("day %.1f: updatedAt %v, want the touch's %v", at.Hours()/24, got, now)
+				}
+				if got, _ := doc.Lookup(fieldMaxAge).AsInt64OK(); time.Duration(got)*time.Second != remember {
+					t.Errorf("day %.1f: stored maxAge %ds, want %v", at.Hours()/24, got, remember)
+				}
+				// Times in the handler is what the request loaded, the last
+				// save's; after the request, the touch's.
+				if want := (SessionTimes{CreatedAt: created, UpdatedAt: last, ExpiresAt: tc.expires(created, last)}); !mwSameTimes(loaded, want) {
+					t.Errorf("day %.1f: Times in the handler %+v, want %+v", at.Hours()/24, loaded, want)
+				}
+				if got, ok := f.store.Times(session); !ok || !mwSameTimes(got, SessionTimes{CreatedAt: created, UpdatedAt: now, ExpiresAt: want}) {
+					t.Errorf("day %.1f: Times after the request %+v, %v; want created %v, updated %v, expires %v", at.Hours()/24, got, ok, created, now, want)
+				}
+				last = now
+			}
+		})
 	}
 }
