@@ -2,18 +2,33 @@ package mongostore
 
 import (
 	"bytes"
+	"encoding/binary"
+	"encoding/gob"
 	"encoding/json"
 	"fmt"
 	"math"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 )
 
+// codecProfile is a custom type stored in sessions, registered with gob as
+// gorilla applications do: the compact codec has no form for it.
+type codecProfile struct {
+	ID   int64
+	Name string
+}
+
+func init() {
+	gob.Register(codecProfile{})
+	gob.Register(map[string]int{})
+}
+
 // fuzzSameValues reports whether two decoded session values are equal.
 // Times are compared by instant and zone offset (a round trip through gob or
-// CompactCodec gives an unnamed zone a new *Location, which DeepEqual
+// the compact codec gives an unnamed zone a new *Location, which DeepEqual
 // tells apart). reflect.DeepEqual says NaN != NaN, and gob round-trips a
 // float NaN as NaN, so values holding a NaN are compared by their printed
 // form instead (fmt prints maps sorted by key).
@@ -80,11 +95,13 @@ func fuzzRoundTrip(t *testing.T, c Codec, data []byte) {
 	}
 }
 
-// FuzzGobCodec checks that session values built from arbitrary inputs
-// survive GobCodec's Encode then Decode. (It does not feed Decode arbitrary
-// bytes: encoding/gob is not hardened against hostile input, which is why
-// the store checks a MAC before decoding; see FuzzDecodeDocument.)
-func FuzzGobCodec(f *testing.F) {
+// FuzzGobFallback checks that session values built from arbitrary inputs,
+// which the compact codec has no form for (a non-string key), survive the
+// default codec's Encode then Decode through its gob fallback. (It does not
+// feed Decode arbitrary bytes: encoding/gob is not hardened against hostile
+// input, which is why the store checks a MAC before decoding; see
+// FuzzDecodeDocument.)
+func FuzzGobFallback(f *testing.F) {
 	f.Add("user", "alice", int64(42), []byte{0, 1, 2}, 3.5, true)
 	f.Add("", "", int64(0), []byte{}, 0.0, false)
 	f.Add("é\x00", "\xff\xfe", int64(-1<<62), []byte(nil), math.Inf(-1), true)
@@ -98,11 +115,14 @@ func FuzzGobCodec(f *testing.F) {
 			"flag":   flag,
 			"nested": []any{s, n, map[string]int{key: int(n % 1000)}},
 		}
-		data, err := GobCodec{}.Encode(values)
+		data, err := compactCodec{}.Encode(values)
 		if err != nil {
 			t.Fatalf("Encode(%#v): %v", values, err)
 		}
-		back, err := GobCodec{}.Decode(data)
+		if data[0] != gobForm {
+			t.Fatalf("Encode(%#v): form %q, want the gob fallback", values, data[:1])
+		}
+		back, err := compactCodec{}.Decode(data)
 		if err != nil {
 			t.Fatalf("Decode(Encode(%#v)): %v", values, err)
 		}
@@ -111,6 +131,10 @@ func FuzzGobCodec(f *testing.F) {
 		}
 		if !fuzzSameValues(values, back) {
 			t.Fatalf("round trip changed the values:\n got %#v\nwant %#v", back, values)
+		}
+		// The fallback is gob's own encoding, behind the form byte.
+		if direct, err := gobDecode(data[1:]); err != nil || !fuzzSameValues(direct, back) {
+			t.Fatalf("gobDecode of the fallback's bytes: %#v, %v; want %#v", direct, err, back)
 		}
 	})
 }
@@ -142,7 +166,7 @@ func FuzzJSONCodec(f *testing.F) {
 	})
 }
 
-// compactSample holds one value of every type CompactCodec encodes
+// compactSample holds one value of every type the compact codec encodes
 // compactly, with its exact Go type.
 func compactSample() map[any]any {
 	return map[any]any{
@@ -160,11 +184,11 @@ func compactSample() map[any]any {
 
 func TestCompactCodecRoundTrip(t *testing.T) {
 	want := compactSample()
-	data, err := CompactCodec{}.Encode(want)
+	data, err := compactCodec{}.Encode(want)
 	if err != nil || data[0] != compactForm {
 		t.Fatalf("Encode: form %q, %v; want the compact form", data[:1], err)
 	}
-	got, err := CompactCodec{}.Decode(data)
+	got, err := compactCodec{}.Decode(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +207,7 @@ func TestCompactCodecRoundTrip(t *testing.T) {
 		t.Errorf("%d values, want %d", len(got), len(want))
 	}
 	// Empty slices come back nil, as gob gives them.
-	got, err = CompactCodec{}.Decode(mustEncode(t, CompactCodec{}, map[any]any{"b": []byte{}, "s": []string{}, "l": []any{}}))
+	got, err = compactCodec{}.Decode(mustEncode(t, compactCodec{}, map[any]any{"b": []byte{}, "s": []string{}, "l": []any{}}))
 	if err != nil || got["b"] != nil && len(got["b"].([]byte)) != 0 {
 		t.Fatalf("empty slices: %#v, %v", got, err)
 	}
@@ -202,14 +226,11 @@ func mustEncode(t *testing.T, c Codec, values map[any]any) []byte {
 // bytes, whatever the maps' iteration order: the middleware's change check
 // compares encodings.
 func TestCompactCodecIsDeterministic(t *testing.T) {
-	first := mustEncode(t, CompactCodec{}, compactSample())
+	first := mustEncode(t, compactCodec{}, compactSample())
 	for range 20 {
-		if again := mustEncode(t, CompactCodec{}, compactSample()); !bytes.Equal(again, first) {
+		if again := mustEncode(t, compactCodec{}, compactSample()); !bytes.Equal(again, first) {
 			t.Fatal("the same values encoded to different bytes")
 		}
-	}
-	if !(CompactCodec{}).deterministic(first) {
-		t.Fatal("the compact form is not reported deterministic")
 	}
 }
 
@@ -217,23 +238,23 @@ func TestCompactCodecIsDeterministic(t *testing.T) {
 // (a registered struct, a non-string key) still round-trip, through gob.
 func TestCompactCodecFallsBackToGob(t *testing.T) {
 	for name, values := range map[string]map[any]any{
-		"struct":         {"profile": testProfile{ID: 7, Name: "ada"}, "n": 1},
-		"struct in list": {"_flash": []any{testProfile{ID: 1}}},
+		"struct":         {"profile": codecProfile{ID: 7, Name: "ada"}, "n": 1},
+		"struct in list": {"_flash": []any{codecProfile{ID: 1}}},
 		"int key":        {42: "answer"},
 		"map[string]int": {"m": map[string]int{"a": 1}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			data := mustEncode(t, CompactCodec{}, values)
-			if data[0] != gobForm || (CompactCodec{}).deterministic(data) {
+			data := mustEncode(t, compactCodec{}, values)
+			if data[0] != gobForm {
 				t.Fatalf("form %q, want gob", data[:1])
 			}
-			got, err := CompactCodec{}.Decode(data)
+			got, err := compactCodec{}.Decode(data)
 			if err != nil || !reflect.DeepEqual(got, values) {
 				t.Fatalf("got %#v, %v; want %#v", got, err, values)
 			}
 		})
 	}
-	if _, err := (CompactCodec{}).Encode(map[any]any{"f": func() {}}); err == nil {
+	if _, err := (compactCodec{}).Encode(map[any]any{"f": func() {}}); err == nil {
 		t.Fatal("a func value encoded")
 	}
 }
@@ -241,14 +262,14 @@ func TestCompactCodecFallsBackToGob(t *testing.T) {
 // TestCompactCodecRejectsMalformedData checks that truncated or hostile
 // bytes give an error, quickly and without allocating beyond their size.
 func TestCompactCodecRejectsMalformedData(t *testing.T) {
-	valid := mustEncode(t, CompactCodec{}, compactSample())
+	valid := mustEncode(t, compactCodec{}, compactSample())
 	cases := map[string][]byte{
 		"empty":          nil,
 		"unknown form":   {'X'},
 		"huge count":     {compactForm, 0xff, 0xff, 0xff, 0xff, 0x0f},
 		"huge string":    {compactForm, 1, 0xff, 0xff, 0xff, 0xff, 0x0f},
 		"unknown tag":    {compactForm, 1, 1, 'k', 99},
-		"int8 overflow":  {compactForm, 1, 1, 'k', tagInt8, 0x80, 0x02},
+		"int8 overflow":  {compactForm, 1, 1, 'k', tagInt + 1, 0x80, 0x02},
 		"deep nesting":   append(append([]byte{compactForm, 1, 1, 'k'}, bytes.Repeat([]byte{tagList, 1}, 100)...), tagNil),
 		"trailing bytes": append(bytes.Clone(valid), 0),
 	}
@@ -257,15 +278,15 @@ func TestCompactCodecRejectsMalformedData(t *testing.T) {
 	}
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {
-			if v, err := (CompactCodec{}).Decode(data); err == nil {
+			if v, err := (compactCodec{}).Decode(data); err == nil {
 				t.Fatalf("decoded %#v", v)
 			}
 		})
 	}
 }
 
-// FuzzCompactCodec feeds CompactCodec's decoder arbitrary bytes in its
-// compact form (the gob form is gob's, fuzzed through FuzzGobCodec): it must
+// FuzzCompactCodec feeds the compact codec's decoder arbitrary bytes in its
+// compact form (the gob form is gob's, fuzzed through FuzzGobFallback): it must
 // never panic or allocate beyond the input, and what it decodes must
 // re-encode to the same bytes (the form is canonical).
 func FuzzCompactCodec(f *testing.F) {
@@ -275,15 +296,15 @@ func FuzzCompactCodec(f *testing.F) {
 	f.Add([]byte{1, 1, 'k', tagList, 2, tagTrue, tagMap, 0})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		data := append([]byte{compactForm}, body...)
-		values, err := CompactCodec{}.Decode(data)
+		values, err := compactCodec{}.Decode(data)
 		if err != nil {
 			return
 		}
-		again, err := CompactCodec{}.Encode(values)
+		again, err := compactCodec{}.Encode(values)
 		if err != nil {
 			t.Fatalf("Encode of decoded %#v: %v", values, err)
 		}
-		back, err := CompactCodec{}.Decode(again)
+		back, err := compactCodec{}.Decode(again)
 		if err != nil || !fuzzSameValues(values, back) {
 			t.Fatalf("round trip: %#v, %v; want %#v", back, err, values)
 		}
@@ -291,9 +312,63 @@ func FuzzCompactCodec(f *testing.F) {
 }
 
 func mustEncodeF(f *testing.F, values map[any]any) []byte {
-	data, err := CompactCodec{}.Encode(values)
+	data, err := compactCodec{}.Encode(values)
 	if err != nil {
 		f.Fatal(err)
 	}
 	return data
+}
+
+// heapAllocated returns the bytes fn allocates on the heap, the least of
+// three runs (a test's other goroutines may allocate meanwhile).
+func heapAllocated(fn func()) uint64 {
+	least := uint64(math.MaxUint64)
+	for range 3 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		fn()
+		runtime.ReadMemStats(&after)
+		least = min(least, after.TotalAlloc-before.TotalAlloc)
+	}
+	return least
+}
+
+// TestCompactCodecDoesNotPresizeFromClaimedCounts checks that a count in
+// the input, which costs its author a few bytes, does not size what the
+// decoder allocates: only the elements it actually decodes do.
+func TestCompactCodecDoesNotPresizeFromClaimedCounts(t *testing.T) {
+	// Defect 10: the decoder made a map, list or []string of the claimed
+	// count before decoding any element (41 MiB for a 1 MiB map of junk).
+	const size = 1 << 20
+	const limit = 2 << 20
+	claim := func(prefix ...byte) []byte {
+		// The count is as large as the bytes that follow allow (every
+		// element takes one at least), and the junk stops the decoder at
+		// the first element.
+		n := uint64(size - len(prefix) - binary.MaxVarintLen32)
+		data := binary.AppendUvarint(prefix, n)
+		return append(data, bytes.Repeat([]byte{0xff}, size-len(data))...)
+	}
+	for name, data := range map[string][]byte{
+		"map of the values": claim(compactForm),
+		"map":               claim(compactForm, 1, 1, 'k', tagMap),
+		"list":              claim(compactForm, 1, 1, 'k', tagList),
+		"[]string":          claim(compactForm, 1, 1, 'k', tagStrings),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if len(data) != size {
+				t.Fatalf("%d bytes of input, want %d", len(data), size)
+			}
+			var err error
+			n := heapAllocated(func() { _, err = compactCodec{}.Decode(data) })
+			t.Logf("%d bytes allocated", n)
+			if err == nil {
+				t.Fatal("junk decoded")
+			}
+			if n > limit {
+				t.Fatalf("Decode of %d bytes claiming ~%d elements allocated %d bytes, want at most %d", size, size, n, limit)
+			}
+		})
+	}
 }

@@ -108,7 +108,7 @@ func (d *document) fields() bson.D {
 		{Key: fieldCreatedAt, Value: bson.NewDateTimeFromTime(d.createdAt)},
 		{Key: fieldUpdatedAt, Value: bson.NewDateTimeFromTime(d.updatedAt)},
 		{Key: fieldExpiresAt, Value: bson.NewDateTimeFromTime(d.expiresAt)},
-		{Key: fieldMaxAge, Value: int32(d.maxAge)},
+		{Key: fieldMaxAge, Value: int64(d.maxAge)},
 	}
 	if d.owner != "" { // no field, and no entry in the owner index, without one
 		f = append(f, bson.E{Key: fieldOwner, Value: d.owner})

@@ -37,8 +37,8 @@ func unusableCookies(tb testing.TB, s *Store, valid string) []unusableCookie {
 		{"garbage", "%%%not base64%%%"},
 		{"huge", strings.Repeat("A", 5000)},
 		{"foreign key", encode(testSessionName, []byte(newSessionID()), foreign)},
-		{"malformed ID", encode(testSessionName, []byte("not-a-session-id"), s.codecs...)},
-		{"signed for another name", encode("other", []byte(newSessionID()), s.codecs...)},
+		{"malformed ID", encode(testSessionName, []byte("not-a-session-id"), s.cookies...)},
+		{"signed for another name", encode("other", []byte(newSessionID()), s.cookies...)},
 	}
 }
 
@@ -58,7 +58,7 @@ func flipCookie(v string) string {
 
 func TestNewSessionDefaults(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone}) // no GC sweeps among the counted commands
-	want := sessions.Options{Path: "/", MaxAge: DefaultMaxAge, HttpOnly: true, SameSite: http.SameSiteLaxMode}
+	want := sessions.Options{Path: "/", MaxAge: 24 * 60 * 60, HttpOnly: true, SameSite: http.SameSiteLaxMode}
 	if *f.store.Options != want {
 		t.Fatalf("store.Options = %+v, want %+v", *f.store.Options, want)
 	}
@@ -90,7 +90,7 @@ func TestNewSessionDefaults(t *testing.T) {
 func TestUnusableCookies(t *testing.T) {
 	f := newFixture(t, Config{})
 	f.store.MaxAge(3600)
-	b, _ := saveNew(t, f, map[any]any{"k": "v"})
+	b, _ := saveFresh(t, f, map[any]any{"k": "v"})
 	good := b.cookies[testSessionName].Value
 
 	for _, tt := range unusableCookies(t, f.store, good) {
@@ -120,17 +120,20 @@ func TestUnusableCookies(t *testing.T) {
 	}
 
 	t.Run("expired signed timestamp", func(t *testing.T) {
-		t.Parallel()
 		f := newFixture(t, Config{})
-		f.store.MaxAge(1)
-		b, _ := saveNew(t, f, map[any]any{"k": "v"})
 		f.store.MaxAge(3600) // the document lives on; only the cookie's timestamp expires
-		for _, c := range f.store.codecs {
-			c.(*securecookie.SecureCookie).MaxAge(1)
+		_, id := saveFresh(t, f, map[any]any{"k": "v"})
+		b := newBrowser()
+		b.cookies[testSessionName] = &http.Cookie{Name: testSessionName, Value: agedCookie(testSessionName, id, testHashKey, 2*time.Minute)}
+		// The store itself never checks the timestamp: the document decides.
+		if s, err := loadWith(t, f, b); err != nil || s.IsNew {
+			t.Fatalf("a cookie stamped 2 minutes ago: IsNew=%v err=%v; want the session", s.IsNew, err)
 		}
-		time.Sleep(2100 * time.Millisecond)
+		for _, c := range f.store.cookies {
+			c.(*securecookie.SecureCookie).MaxAge(60)
+		}
 		f.cmds.reset()
-		s, err := load(t, f, b)
+		s, err := loadWith(t, f, b)
 		if !s.IsNew || !errors.Is(err, ErrInvalidCookie) || f.cmds.count.Load() != 0 {
 			t.Fatalf("IsNew=%v err=%v commands=%d; want fresh session, ErrInvalidCookie, no query", s.IsNew, err, f.cmds.count.Load())
 		}
@@ -140,8 +143,8 @@ func TestUnusableCookies(t *testing.T) {
 func TestNilStoreOptionsFallBackToDefaults(t *testing.T) {
 	f := newFixture(t, Config{})
 	f.store.Options = nil
-	b, _ := saveNew(t, f, map[any]any{"k": "v"})
-	if c := b.cookies[testSessionName]; c.MaxAge != DefaultMaxAge || !c.HttpOnly || c.Path != "/" {
+	b, _ := saveFresh(t, f, map[any]any{"k": "v"})
+	if c := b.cookies[testSessionName]; c.MaxAge != 24*60*60 || !c.HttpOnly || c.Path != "/" {
 		t.Fatalf("cookie %+v, want the default attributes", c)
 	}
 }
@@ -173,7 +176,7 @@ func TestCookiePrefixes(t *testing.T) {
 			rec := httptest.NewRecorder()
 			err := s.Save(r, rec)
 			if tt.ok {
-				c := mwSetCookie(rec.Header(), tt.name)
+				c := setCookieOf(rec.Header(), tt.name)
 				if err != nil || c == nil || c.Secure != opts.Secure {
 					t.Fatalf("Save = %v, cookie %v", err, rec.Header().Values("Set-Cookie"))
 				}
@@ -194,18 +197,22 @@ func TestCookiePrefixes(t *testing.T) {
 // not hide the real session, so a logout really ends it.
 func TestMiddlewareTossedCookie(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
-	b, _ := saveNew(t, f, map[any]any{"user": "alice"})
+	b, _ := saveFresh(t, f, map[any]any{"user": "alice"})
 	valid := b.cookies[testSessionName].Value
-	garbage := flipCookie(mwCookieFor(t, f.store)) // fails its MAC
+	garbage := flipCookie(signedCookie(t, f.store)) // fails its MAC
 	request := func(logout bool) (*sessions.Session, *httptest.ResponseRecorder) {
 		var seen *sessions.Session
-		h := mwSessionHandler(t, f, MiddlewareOptions{}, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		h := f.store.Middleware(testSessionName, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			s, err := f.store.Get(r, testSessionName)
+			if err != nil {
+				t.Errorf("Get inside the middleware: %v", err)
+			}
 			seen = s
 			if logout {
 				s.Options.MaxAge = -1
 			}
 			w.WriteHeader(http.StatusSeeOther)
-		})
+		}))
 		r := httptest.NewRequest(http.MethodPost, "/logout", nil)
 		r.Header.Set("Cookie", testSessionName+"="+garbage+"; "+testSessionName+"="+valid)
 		rec := httptest.NewRecorder()
@@ -228,9 +235,10 @@ func TestMiddlewareTossedCookie(t *testing.T) {
 // session without a database query.
 func FuzzDecodeCookie(f *testing.F) {
 	// Two codecs: one signing and encrypting, one only signing.
-	store, storeCmds := mwUnreachableStore(f, Config{Logger: slog.New(slog.DiscardHandler)})
-	if store.codecs, _, _ = newCookieCodecs([][]byte{testHashKey, testBlockKey, otherHashKey, nil}); len(store.codecs) != 2 {
-		f.Fatal("want two cookie codecs")
+	store, storeCmds := unreachableStore(f, Config{Logger: slog.New(slog.DiscardHandler)})
+	pairs, err := parseKeyPairs([][]byte{testHashKey, testBlockKey, otherHashKey, nil})
+	if store.cookies = newCookieCodec(pairs); err != nil || len(store.cookies) != 2 {
+		f.Fatalf("want two cookie codecs: %v", err)
 	}
 	encode := func(name string, value []byte, codecs ...securecookie.Codec) string {
 		v, err := securecookie.EncodeMulti(name, value, codecs...)
@@ -240,11 +248,11 @@ func FuzzDecodeCookie(f *testing.F) {
 		return v
 	}
 	id := newSessionID()
-	encrypted := encode(testSessionName, []byte(id), store.codecs[0])
-	signed := encode(testSessionName, []byte(id), store.codecs[1])
+	encrypted := encode(testSessionName, []byte(id), store.cookies[0])
+	signed := encode(testSessionName, []byte(id), store.cookies[1])
 	for i, v := range []string{encrypted, signed} {
-		if got, current, err := store.decodeCookie(testSessionName, v); err != nil || got != id || current != (i == 0) {
-			f.Fatalf("decodeCookie of a valid cookie = %q, current key %v, %v; want %q, %v", got, current, err, id, i == 0)
+		if got, current, err := store.cookies.decode(testSessionName, v); err != nil || got != id || current != (i == 0) {
+			f.Fatalf("decode of a valid cookie = %q, current key %v, %v; want %q, %v", got, current, err, id, i == 0)
 		}
 	}
 	for _, seed := range []string{
@@ -254,11 +262,11 @@ func FuzzDecodeCookie(f *testing.F) {
 		signed[:len(signed)-1],
 		flipCookie(encrypted),
 		flipCookie(signed),
-		encode(testSessionName, []byte("short"), store.codecs[0]),                       // valid signature, malformed ID
-		encode(testSessionName, []byte(id+"="), store.codecs[1]),                        // padded ID
-		encode(testSessionName, []byte(strings.Repeat("A", idLength)), store.codecs[1]), // valid form
-		encode("other", []byte(id), store.codecs[0]),                                    // signed for another name
-		encode(testSessionName, []byte{}, store.codecs[1]),
+		encode(testSessionName, []byte("short"), store.cookies[0]),                                             // valid signature, malformed ID
+		encode(testSessionName, []byte(id+"="), store.cookies[1]),                                              // padded ID
+		encode(testSessionName, []byte(strings.Repeat("A", idEncoding.EncodedLen(idBytes))), store.cookies[1]), // valid form
+		encode("other", []byte(id), store.cookies[0]),                                                          // signed for another name
+		encode(testSessionName, []byte{}, store.cookies[1]),
 		"",
 		"|",
 		"||",
@@ -273,14 +281,14 @@ func FuzzDecodeCookie(f *testing.F) {
 	}
 
 	f.Fuzz(func(t *testing.T, value string) {
-		id, _, err := store.decodeCookie(testSessionName, value)
+		id, _, err := store.cookies.decode(testSessionName, value)
 		switch {
 		case err == nil && !validSessionID(id):
-			t.Fatalf("decodeCookie(%q) = %q, an invalid session ID, and no error", value, id)
+			t.Fatalf("decode(%q) = %q, an invalid session ID, and no error", value, id)
 		case err != nil && !errors.Is(err, ErrInvalidCookie):
-			t.Fatalf("decodeCookie(%q) error %v does not wrap ErrInvalidCookie", value, err)
+			t.Fatalf("decode(%q) error %v does not wrap ErrInvalidCookie", value, err)
 		case err != nil && id != "":
-			t.Fatalf("decodeCookie(%q) = %q with error %v", value, id, err)
+			t.Fatalf("decode(%q) = %q with error %v", value, id, err)
 		}
 
 		// What reaches the store is the cookie as net/http parses it from
@@ -289,7 +297,7 @@ func FuzzDecodeCookie(f *testing.F) {
 		req.Header.Set("Cookie", testSessionName+"="+value)
 		c, cerr := req.Cookie(testSessionName)
 		if cerr == nil {
-			if _, _, err := store.decodeCookie(testSessionName, c.Value); err == nil {
+			if _, _, err := store.cookies.decode(testSessionName, c.Value); err == nil {
 				return // a valid cookie: New would query the (unreachable) database
 			}
 		}
@@ -315,7 +323,7 @@ func FuzzDecodeCookie(f *testing.F) {
 // signing the same ID again), and re-signs one signed with an older key.
 func TestSaveReusesTheClientsCookie(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
-	b, id := saveNew(t, f, map[any]any{"n": 0})
+	b, id := saveFresh(t, f, map[any]any{"n": 0})
 	sent := b.cookies[testSessionName].Value
 	save := func(store *Store) string {
 		var value string
@@ -329,7 +337,7 @@ func TestSaveReusesTheClientsCookie(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		if c := mwSetCookie(rec.Header(), testSessionName); c != nil {
+		if c := setCookieOf(rec.Header(), testSessionName); c != nil {
 			value = c.Value
 		}
 		return value
@@ -341,11 +349,12 @@ func TestSaveReusesTheClientsCookie(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { rotated.Close() })
 	got := save(rotated)
 	if got == sent {
 		t.Fatal("a cookie signed with the old key was sent back as it was after a key rotation")
 	}
-	if gotID, current, err := rotated.decodeCookie(testSessionName, got); err != nil || !current || gotID != id {
+	if gotID, current, err := rotated.cookies.decode(testSessionName, got); err != nil || !current || gotID != id {
 		t.Fatalf("re-signed cookie: %q, current key %v, %v", gotID, current, err)
 	}
 }

@@ -197,6 +197,9 @@ func (s *sealer) unwrap(id string, data []byte) ([]byte, error) {
 			return plain, nil
 		}
 	}
+	if len(s.aeads) == 0 {
+		return nil, errors.New("the data is encrypted and the store has no block key")
+	}
 	return nil, errors.New("the data is encrypted with none of the store's block keys")
 }
 

@@ -4,64 +4,359 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/gob"
 	"encoding/hex"
 	"errors"
+	"flag"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gorilla/securecookie"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// oldDocument is a session document as an earlier release wrote it.
-type oldDocument struct {
-	sessionID string
-	raw       bson.Raw
+// format1Fixture holds session documents of format 1, the store's one
+// format, which every later version must keep loading
+// (TestFormat1DocumentsLoad). TestWriteFormat1Fixture wrote it, with
+//
+//	go test -run '^TestWriteFormat1Fixture$' -update-format1 .
+//
+// and the keys testHashKey and testBlockKey of helpers_test.go. Each line
+// is a case of format1Cases, a session ID and its document in hex; lines
+// starting with # are comments.
+const format1Fixture = "testdata/format1-documents.txt"
+
+var updateFormat1 = flag.Bool("update-format1", false, "TestWriteFormat1Fixture rewrites "+format1Fixture)
+
+// The sessions of the fixture were created at format1Start and are loaded
+// at format1LoadAt, when every one is live: far in the future, so that no
+// TTL monitor deletes them while a test runs.
+var (
+	format1Start  = time.Date(2099, 1, 2, 3, 4, 5, 678_000_000, time.UTC)
+	format1LoadAt = format1Start.Add(90 * time.Minute)
+)
+
+// fixtureProfile is a custom type in a fixture session: the default codec
+// encodes it with its gob fallback. Its gob name is in the fixture.
+type fixtureProfile struct {
+	ID    int64
+	Name  string
+	Roles []string
+	Seen  time.Time
 }
 
-// readOldDocuments reads a file of testdata/ holding documents written by
-// an earlier release's code with the hash key testHashKey, each line a
-// session ID and the document in hex:
-//
-//   - v1-documents.txt: commit 9d7bfcd (format version 1: no "v" field, the
-//     MAC key an HMAC of the hash key over a label, updatedAt not covered);
-//   - v2-documents.txt: commit 200de63 (format version 2: HKDF MAC key,
-//     updatedAt and the version covered, data the codec's bytes);
-//   - v3-documents.txt: commit 34e59f1 (format version 3: data an envelope
-//     around CompactCodec's bytes, the default then; no owner fields).
-func readOldDocuments(t *testing.T, file string) []oldDocument {
-	t.Helper()
-	f, err := os.Open("testdata/" + file)
-	if err != nil {
-		t.Fatal(err)
+func init() { gob.RegisterName("mongostore.fixtureProfile", fixtureProfile{}) }
+
+// format1Case is a session of the fixture: how it was written, and what
+// loads.
+type format1Case struct {
+	name      string
+	encrypted bool        // keys testHashKey and testBlockKey; otherwise testHashKey alone
+	codec     Codec       // nil for the default
+	values    map[any]any // as the application set them, SetOwner aside
+	want      map[any]any // as they load, SetOwner aside; nil for values
+	owner     string      // SetOwner's arguments
+	device    string
+	maxAge    int             // the session's Options.MaxAge
+	saves     []time.Duration // when it was saved, after format1Start: the first inserted it
+	idle      time.Duration   // how long it lives after a save
+}
+
+func (c format1Case) keys() [][]byte {
+	if c.encrypted {
+		return [][]byte{testHashKey, testBlockKey}
 	}
-	defer f.Close()
-	var docs []oldDocument
-	sc := bufio.NewScanner(f)
+	return [][]byte{testHashKey}
+}
+
+// loaded returns the values the session loads with.
+func (c format1Case) loaded() map[any]any {
+	want := make(map[any]any)
+	src := c.want
+	if src == nil {
+		src = c.values
+	}
+	for k, v := range src {
+		want[k] = v
+	}
+	if c.owner != "" {
+		want[ownerKey] = c.owner
+		if c.device != "" {
+			want[deviceKey] = c.device
+		}
+	}
+	return want
+}
+
+// times returns the times stored for the session.
+func (c format1Case) times() SessionTimes {
+	updated := format1Start.Add(c.saves[len(c.saves)-1])
+	return SessionTimes{CreatedAt: format1Start, UpdatedAt: updated, ExpiresAt: updated.Add(c.idle)}
+}
+
+// format1Cases are the sessions of the fixture: plain and encrypted, with
+// and without an owner, values of every type the compact codec has a form
+// for, one session through JSONCodec and one through the gob fallback.
+var format1Cases = []format1Case{
+	{
+		name: "plain", maxAge: 24 * 60 * 60, saves: []time.Duration{0}, idle: 24 * time.Hour,
+		values: map[any]any{
+			"nil": nil, "string": "héllo", "empty": "", "true": true, "false": false,
+			"int": -42, "int8": int8(-8), "int16": int16(1600), "int32": int32(-1 << 31), "int64": int64(1 << 62),
+			"uint": uint(42), "uint8": uint8(255), "uint16": uint16(65535), "uint32": uint32(1 << 31), "uint64": uint64(1<<64 - 1),
+			"float32": float32(1.5), "float64": 3.141592653589793,
+			"time":    time.Date(2098, 11, 22, 10, 4, 5, 6, time.FixedZone("CET", 3600)),
+			"bytes":   []byte{0, 1, 255},
+			"strings": []string{"admin", "", "dev"},
+			"_flash":  []any{"saved!", 3},
+			"profile": map[string]any{"name": "ada", "tags": []string{"x"}, "nested": map[string]any{"deep": true}},
+		},
+	},
+	{
+		name: "plain-owner", maxAge: 0, saves: []time.Duration{0, time.Hour}, idle: 24 * time.Hour,
+		values: map[any]any{"user": "ada", "visits": 2},
+		owner:  "ada", device: "Firefox on Linux",
+	},
+	{
+		name: "encrypted", encrypted: true, maxAge: 3600, saves: []time.Duration{0, 45 * time.Minute}, idle: time.Hour,
+		values: map[any]any{"card": "4111-1111-1111-1111", "n": int64(7), "roles": []string{"admin"},
+			"seen": time.Date(2098, 12, 31, 23, 59, 59, 0, time.UTC)},
+	},
+	{
+		name: "encrypted-owner", encrypted: true, maxAge: 24 * 60 * 60, saves: []time.Duration{0}, idle: 24 * time.Hour,
+		values: map[any]any{"user": "ada", "_flash": []any{"welcome back"}},
+		owner:  "ada", device: "Safari on iPhone",
+	},
+	{
+		name: "json", codec: JSONCodec{}, maxAge: 24 * 60 * 60, saves: []time.Duration{0}, idle: 24 * time.Hour,
+		values: map[any]any{"user": "grace", "n": 7, "roles": []string{"admin"}},
+		want:   map[any]any{"user": "grace", "n": float64(7), "roles": []any{"admin"}},
+	},
+	{
+		name: "gob-fallback", encrypted: true, maxAge: 7200, saves: []time.Duration{0}, idle: 2 * time.Hour,
+		values: map[any]any{
+			"profile": fixtureProfile{ID: 7, Name: "grace", Roles: []string{"admin"}, Seen: time.Date(2098, 1, 2, 3, 4, 5, 0, time.UTC)},
+			42:        "answer",
+		},
+		owner: "grace",
+	},
+}
+
+// format1Document is a line of the fixture.
+type format1Document struct {
+	name, sessionID string
+	raw             bson.Raw
+}
+
+// readFormat1Fixture reads format1Fixture.
+func readFormat1Fixture(tb testing.TB) []format1Document {
+	tb.Helper()
+	data, err := os.ReadFile(format1Fixture)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var docs []format1Document
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
-		id, hexDoc, ok := strings.Cut(sc.Text(), " ")
-		raw, err := hex.DecodeString(hexDoc)
-		if !ok || err != nil {
-			t.Fatalf("bad fixture line %q", sc.Text())
+		line := sc.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
 		}
-		docs = append(docs, oldDocument{id, raw})
-	}
-	if len(docs) != 2 || docs[0].sessionID == docs[1].sessionID {
-		t.Fatalf("%d fixture documents, want 2", len(docs))
+		fields := strings.Fields(line)
+		if len(fields) != 3 {
+			tb.Fatalf("bad fixture line %q", line)
+		}
+		raw, err := hex.DecodeString(fields[2])
+		if err != nil {
+			tb.Fatalf("bad fixture line %q: %v", line, err)
+		}
+		docs = append(docs, format1Document{fields[0], fields[1], raw})
 	}
 	return docs
+}
+
+// TestFormat1DocumentsLoad checks that the documents of format1Fixture,
+// written when format 1 was made, load with their values, times, MaxAge
+// and owner, and are saved again in format 1.
+func TestFormat1DocumentsLoad(t *testing.T) {
+	docs := readFormat1Fixture(t)
+	if len(docs) != len(format1Cases) {
+		t.Fatalf("%d fixture documents, want %d", len(docs), len(format1Cases))
+	}
+	for i, doc := range docs {
+		if doc.name != format1Cases[i].name {
+			t.Fatalf("fixture document %d is %q, want %q", i, doc.name, format1Cases[i].name)
+		}
+		t.Run(doc.name, func(t *testing.T) { checkFormat1Document(t, format1Cases[i], doc) })
+	}
+}
+
+// TestWriteFormat1Fixture writes the sessions of format1Cases with the
+// current code and checks them as TestFormat1DocumentsLoad does; with
+// -update-format1 it writes them to format1Fixture.
+func TestWriteFormat1Fixture(t *testing.T) {
+	var out bytes.Buffer
+	out.WriteString(`# Session documents of format 1, the store's one format, which every later
+# version must load (TestFormat1DocumentsLoad). Written by
+#	go test -run '^TestWriteFormat1Fixture$' -update-format1 .
+# with the keys testHashKey (and testBlockKey for the encrypted ones) of
+# helpers_test.go. One line each: the case of format1Cases, the session ID
+# (its cookie is signed with the test keys), the document in hex.
+`)
+	var docs []format1Document
+	for _, c := range format1Cases {
+		t.Run(c.name, func(t *testing.T) {
+			doc := writeFormat1Document(t, c)
+			docs = append(docs, doc)
+			fmt.Fprintf(&out, "%s %s %x\n", doc.name, doc.sessionID, []byte(doc.raw))
+		})
+	}
+	if t.Failed() {
+		return
+	}
+	for i, doc := range docs {
+		t.Run("check/"+doc.name, func(t *testing.T) { checkFormat1Document(t, format1Cases[i], doc) })
+	}
+	if *updateFormat1 && !t.Failed() {
+		if err := os.WriteFile(format1Fixture, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("wrote %s", format1Fixture)
+	}
+}
+
+// writeFormat1Document saves the session of c through a store and returns
+// its document.
+func writeFormat1Document(t *testing.T, c format1Case) format1Document {
+	clock := &fakeClock{now: format1Start}
+	f := newFixture(t, Config{Now: clock.Now, Codec: c.codec, Expiry: ExpiryNone}, c.keys()...)
+	b := newBrowser()
+	var id string
+	for i, after := range c.saves {
+		clock.Advance(format1Start.Add(after).Sub(clock.Now()))
+		b.do(func(w http.ResponseWriter, r *http.Request) {
+			s, err := f.store.Get(r, testSessionName)
+			if err != nil || s.IsNew != (i == 0) {
+				t.Fatalf("save %d: IsNew=%v, %v", i, s.IsNew, err)
+			}
+			if i == 0 {
+				for k, v := range c.values {
+					s.Values[k] = v
+				}
+				SetOwner(s, c.owner, c.device)
+				s.Options.MaxAge = c.maxAge
+			}
+			if err := s.Save(r, w); err != nil {
+				t.Fatalf("save %d: %v", i, err)
+			}
+			id = s.ID
+		})
+	}
+	return format1Document{c.name, id, readDocument(t, f, id)}
+}
+
+// checkFormat1Document checks that doc, the document of the session of c,
+// loads as c says through a store on a fresh collection, and that its next
+// save keeps it in format 1.
+func checkFormat1Document(t *testing.T, c format1Case, doc format1Document) {
+	t.Helper()
+	ctx := context.Background()
+	rev := int64(len(c.saves))
+	checkRaw := func(raw bson.Raw, rev int64) {
+		t.Helper()
+		if v, ok := raw.Lookup(fieldVersion).AsInt64OK(); !ok || v != 1 {
+			t.Fatalf("version %v, want 1", raw.Lookup(fieldVersion))
+		}
+		if got, ok := raw.Lookup(fieldRev).AsInt64OK(); !ok || got != rev {
+			t.Fatalf("rev %v, want %d", raw.Lookup(fieldRev), rev)
+		}
+		if id, _ := raw.Lookup(fieldID).StringValueOK(); id != docID(doc.sessionID) {
+			t.Fatalf("_id %q, want the SHA-256 of the session ID", id)
+		}
+		if _, err := raw.LookupErr(fieldOwner); (err == nil) != (c.owner != "") {
+			t.Fatalf("owner field: %v; want one only with an owner", err)
+		}
+		_, data := raw.Lookup(fieldData).Binary()
+		if want := map[bool]byte{false: envelopePlain, true: envelopeGCM}[c.encrypted]; len(data) == 0 || data[0] != want {
+			t.Fatalf("data envelope %x, want %#x", data[:min(len(data), 1)], want)
+		}
+	}
+	checkRaw(doc.raw, rev)
+
+	clock := &fakeClock{now: format1LoadAt}
+	f := newFixture(t, Config{Now: clock.Now, Codec: c.codec}, c.keys()...)
+	if _, err := f.coll.InsertOne(ctx, doc.raw); err != nil {
+		t.Fatal(err)
+	}
+	b := cookieFor(t, f.store, doc.sessionID)
+	want, times := c.loaded(), c.times()
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, err := f.store.Get(r, testSessionName)
+		if err != nil || s.IsNew || s.ID != doc.sessionID {
+			t.Fatalf("load: IsNew=%v ID=%q err=%v", s.IsNew, s.ID, err)
+		}
+		if !fuzzSameValues(s.Values, want) {
+			t.Fatalf("values\n got %#v\nwant %#v", s.Values, want)
+		}
+		if s.Options.MaxAge != c.maxAge {
+			t.Fatalf("Options.MaxAge %d, want %d", s.Options.MaxAge, c.maxAge)
+		}
+		if got, ok := f.store.Times(s); !ok || !sameTimes(got, times) {
+			t.Fatalf("Times = %+v, %v; want %+v", got, ok, times)
+		}
+		listed, err := f.store.ListSessions(ctx, c.owner, s)
+		if c.owner == "" {
+			listed, err = f.store.ListSessions(ctx, "ada", s)
+			if err != nil || len(listed) != 0 {
+				t.Fatalf("a session without an owner listed: %+v, %v", listed, err)
+			}
+			return
+		}
+		if err != nil || len(listed) != 1 {
+			t.Fatalf("ListSessions(%q) = %+v, %v; want the session", c.owner, listed, err)
+		}
+		if l := listed[0]; !l.Current || l.Device != c.device || l.Handle == "" || !sameTimes(l.SessionTimes, times) {
+			t.Fatalf("listed %+v; want the current session, device %q, times %+v", l, c.device, times)
+		}
+	})
+
+	// Its next save is format 1 again, one revision later, created when it
+	// was, and loads.
+	clock.Advance(time.Minute)
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, err := f.store.Get(r, testSessionName)
+		if err != nil || s.IsNew {
+			t.Fatalf("load: IsNew=%v, %v", s.IsNew, err)
+		}
+		s.Values["again"] = "yes"
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	raw := readDocument(t, f, doc.sessionID)
+	checkRaw(raw, rev+1)
+	if got := raw.Lookup(fieldCreatedAt).Time(); !got.Equal(format1Start) {
+		t.Fatalf("createdAt %v after a save, want %v", got, format1Start)
+	}
+	want["again"] = "yes"
+	if s, err := loadWith(t, f, b); err != nil || !fuzzSameValues(s.Values, want) || s.Options.MaxAge != c.maxAge {
+		t.Fatalf("saved again: %#v (MaxAge %d), %v; want %#v", s.Values, s.Options.MaxAge, err, want)
+	}
+}
+
+func sameTimes(a, b SessionTimes) bool {
+	return a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt) && a.ExpiresAt.Equal(b.ExpiresAt)
 }
 
 // cookieFor returns a browser holding a valid cookie for session ID id.
 func cookieFor(t *testing.T, s *Store, id string) *browser {
 	t.Helper()
-	v, err := securecookie.EncodeMulti(testSessionName, []byte(id), s.codecs...)
+	v, err := s.cookies.encode(testSessionName, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,168 +365,93 @@ func cookieFor(t *testing.T, s *Store, id string) *browser {
 	return b
 }
 
-func TestOldDocumentsKeepLoading(t *testing.T) {
-	for _, fixture := range []struct {
-		file    string
-		version int64 // 1: no version field
-		created time.Time
-	}{
-		{"v1-documents.txt", 1, time.Date(2026, 11, 20, 10, 0, 0, 0, time.UTC)},
-		{"v2-documents.txt", 2, time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)},
-		{"v3-documents.txt", 3, time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC)},
-	} {
-		old := readOldDocuments(t, fixture.file)
-		for i, tt := range []struct {
-			codec Codec // nil: the default, which reads old documents with gob
-			want  map[any]any
-		}{
-			{nil, map[any]any{"user": "ada", "n": 42}},
-			{JSONCodec{}, map[any]any{"user": "grace", "n": float64(7)}},
-		} {
-			t.Run(fixture.file+"/"+old[i].sessionID, func(t *testing.T) {
-				testOldDocument(t, old[i], fixture.version, fixture.created, tt.codec, tt.want)
-			})
-		}
-	}
-}
-
-// testOldDocument checks that doc, written by an earlier release in format
-// version version, loads with want, and is rewritten in the current version
-// at its next save.
-func testOldDocument(t *testing.T, doc oldDocument, version int64, created time.Time, codec Codec, want map[any]any) {
-	got, err := doc.raw.LookupErr(fieldVersion)
-	if v, _ := got.AsInt64OK(); (version == 1) != (err != nil) || (version > 1 && v != version) {
-		t.Fatalf("the fixture's version field is %v, want version %d", got, version)
-	}
-	f := newFixture(t, Config{Expiry: ExpiryNone, Codec: codec})
-	if _, err := f.coll.InsertOne(context.Background(), doc.raw); err != nil {
-		t.Fatal(err)
-	}
-	b := cookieFor(t, f.store, doc.sessionID)
-	s, err := load(t, f, b)
-	if err != nil || s.IsNew {
-		t.Fatalf("version 1 document: IsNew=%v err=%v", s.IsNew, err)
-	}
-	for k, v := range want {
-		if s.Values[k] != v {
-			t.Fatalf("values %v, want %v", s.Values, want)
-		}
-	}
-	times, _ := f.store.Times(s)
-	if !times.CreatedAt.Equal(created) {
-		t.Fatalf("createdAt %v, want %v", times.CreatedAt, created)
-	}
-	// Its next save rewrites it as the current version, which loads too.
-	b.do(func(w http.ResponseWriter, r *http.Request) {
-		s, _ := f.store.Get(r, testSessionName)
-		s.Values["again"] = "yes"
-		if err := s.Save(r, w); err != nil {
-			t.Fatal(err)
-		}
-	})
-	var stored bson.Raw
-	if err := f.coll.FindOne(context.Background(), bson.D{}).Decode(&stored); err != nil {
-		t.Fatal(err)
-	}
-	if v, _ := stored.Lookup(fieldVersion).AsInt64OK(); v != documentVersion {
-		t.Fatalf("saved document has version %v, want %d", stored.Lookup(fieldVersion), documentVersion)
-	}
-	if s, err := load(t, f, b); err != nil || s.Values["again"] != "yes" || s.Values["user"] != want["user"] {
-		t.Fatalf("rewritten document: %v, %v", s.Values, err)
-	}
-}
-
 // TestDocumentMACCoversTrustedFields checks that changing a field the store
 // trusts in the database makes the document unreadable: it is a lost
 // session, not a longer-lived one or one that is never touched again.
 func TestDocumentMACCoversTrustedFields(t *testing.T) {
-	later := bsonDate(time.Now().Add(365 * 24 * time.Hour))
+	later := bson.NewDateTimeFromTime(time.Now().Add(365 * 24 * time.Hour))
+	set := func(field string, value any) bson.D {
+		return bson.D{{Key: "$set", Value: bson.D{{Key: field, Value: value}}}}
+	}
 	for _, tt := range []struct {
 		name   string
 		change bson.D
 	}{
-		{"expiresAt pushed out", bson.D{{Key: "$set", Value: bson.D{{Key: fieldExpiresAt, Value: later}}}}},
-		{"createdAt moved", bson.D{{Key: "$set", Value: bson.D{{Key: fieldCreatedAt, Value: later}}}}},
-		{"updatedAt moved (touches suppressed)", bson.D{{Key: "$set", Value: bson.D{{Key: fieldUpdatedAt, Value: later}}}}},
-		{"data replaced", bson.D{{Key: "$set", Value: bson.D{{Key: fieldData, Value: binData([]byte("x"))}}}}},
-		{"version removed (downgrade to v1)", bson.D{{Key: "$unset", Value: bson.D{{Key: fieldVersion, Value: ""}}}}},
-		{"unknown version", bson.D{{Key: "$set", Value: bson.D{{Key: fieldVersion, Value: int32(99)}}}}},
+		{"expiresAt pushed out", set(fieldExpiresAt, later)},
+		{"createdAt moved", set(fieldCreatedAt, later)},
+		{"updatedAt moved (touches suppressed)", set(fieldUpdatedAt, later)},
+		{"data replaced", set(fieldData, bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: []byte("x")})},
+		{"rev changed", set(fieldRev, int64(7))},
+		{"maxAge changed", set(fieldMaxAge, int32(365*24*60*60))},
+		{"version removed (no legacy format)", bson.D{{Key: "$unset", Value: bson.D{{Key: fieldVersion, Value: ""}}}}},
+		{"unknown version", set(fieldVersion, int32(99))},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, Config{Expiry: ExpiryNone})
-			b, id := saveNew(t, f, map[any]any{"k": "v"})
-			if _, err := f.coll.UpdateOne(context.Background(), idFilter(f.store.hasher.docID(id)), tt.change); err != nil {
+			b, id := saveFresh(t, f, map[any]any{"k": "v"})
+			if _, err := f.coll.UpdateOne(context.Background(), idFilter(docID(id)), tt.change); err != nil {
 				t.Fatal(err)
 			}
-			if s, err := load(t, f, b); !errors.Is(err, ErrDecode) || !s.IsNew {
+			if s, err := loadWith(t, f, b); !errors.Is(err, ErrDecode) || !s.IsNew {
 				t.Fatalf("IsNew=%v err=%v; want a fresh session and ErrDecode", s.IsNew, err)
 			}
 		})
 	}
 }
 
-// TestMACKeysAreDerivedPerVersion checks the key derivation: HKDF for the
-// current version, distinct from the version 1 key, one per hash key.
-func TestMACKeysAreDerivedPerVersion(t *testing.T) {
-	s, err := newDataSealer([]keyPair{{hash: testHashKey}, {hash: otherHashKey}})
-	if err != nil {
-		t.Fatal(err)
+// TestMACKeysAreDerived checks the key derivation: HKDF, one MAC key per
+// hash key, each key distinct from the application's keys and from the
+// others.
+func TestMACKeysAreDerived(t *testing.T) {
+	s := newSealer([]keyPair{{hash: testHashKey}, {hash: otherHashKey}})
+	if len(s.macs) != 2 || len(s.ownerKeys) != 2 {
+		t.Fatalf("%d MAC keys, %d owner keys; want 2 each", len(s.macs), len(s.ownerKeys))
 	}
-	if len(s.keys) != 2 || len(s.keysV1) != 2 {
-		t.Fatalf("%d keys, %d version 1 keys; want 2 each", len(s.keys), len(s.keysV1))
+	seen := map[string]bool{string(testHashKey): true, string(otherHashKey): true, string(testBlockKey): true}
+	keys := append([][]byte{s.handleKey, derive(testBlockKey, encryptionKeyInfo)}, s.ownerKeys...)
+	for _, hashKey := range [][]byte{testHashKey, otherHashKey} {
+		keys = append(keys, derive(hashKey, macKeyInfo))
 	}
-	seen := map[string]bool{string(testHashKey): true, string(otherHashKey): true}
-	for _, k := range append(s.keys, s.keysV1...) {
+	for _, k := range keys {
 		if len(k) != 32 || seen[string(k)] {
 			t.Fatalf("key %x is not a fresh 32-byte key", k)
 		}
 		seen[string(k)] = true
 	}
-	f := sealedFields{docID: "id", data: []byte("x")}
-	mac := s.seal(&f)
-	if f.version != documentVersion || !s.verify(f, mac) {
+	d := document{id: "id", rev: 1, data: []byte("x")}
+	s.seal(&d)
+	if !s.verify(&d) {
 		t.Fatal("a sealed document does not verify")
 	}
-	f.version = 1
-	if s.verify(f, mac) {
-		t.Fatal("a version 2 MAC verifies as version 1")
+	// A document sealed with the second key (before a rotation) verifies
+	// too, but not with the first key alone.
+	second := newSealer([]keyPair{{hash: otherHashKey}})
+	old := document{id: "id", rev: 1, data: []byte("x")}
+	second.seal(&old)
+	if !s.verify(&old) || testSealer(t).verify(&old) {
+		t.Fatal("a document sealed with the second key: wrong verification")
 	}
 }
 
 func TestDatabaseNeverHoldsRawSessionID(t *testing.T) {
-	for _, tt := range []struct {
-		name string
-		key  []byte
-	}{{"sha256", nil}, {"hmac", bytes.Repeat([]byte{0x44}, 32)}} {
-		t.Run(tt.name, func(t *testing.T) {
-			f := newFixture(t, Config{IDHashKey: tt.key})
-			_, id := saveNew(t, f, map[any]any{"k": "v"})
-			raw, _ := idEncoding.DecodeString(id)
-
-			var want string
-			if tt.key == nil {
-				sum := sha256.Sum256([]byte(id))
-				want = hex.EncodeToString(sum[:])
-			} else {
-				m := hmac.New(sha256.New, tt.key)
-				m.Write([]byte(id))
-				want = hex.EncodeToString(m.Sum(nil))
-			}
-			cur, err := f.coll.Find(context.Background(), bson.D{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			var docs []bson.Raw
-			if err := cur.All(context.Background(), &docs); err != nil || len(docs) != 1 {
-				t.Fatalf("documents: %d, %v", len(docs), err)
-			}
-			if got := docs[0].Lookup(fieldID).StringValue(); got != want {
-				t.Fatalf("_id = %s, want %s", got, want)
-			}
-			if bytes.Contains(docs[0], []byte(id)) || bytes.Contains(docs[0], raw) || strings.Contains(docs[0].String(), id) {
-				t.Fatal("the document contains the raw session ID")
-			}
-		})
+	f := newFixture(t, Config{})
+	_, id := saveFresh(t, f, map[any]any{"k": "v"})
+	raw, _ := idEncoding.DecodeString(id)
+	sum := sha256.Sum256([]byte(id))
+	want := hex.EncodeToString(sum[:])
+	cur, err := f.coll.Find(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []bson.Raw
+	if err := cur.All(context.Background(), &docs); err != nil || len(docs) != 1 {
+		t.Fatalf("documents: %d, %v", len(docs), err)
+	}
+	if got := docs[0].Lookup(fieldID).StringValue(); got != want {
+		t.Fatalf("_id = %s, want %s", got, want)
+	}
+	if bytes.Contains(docs[0], []byte(id)) || bytes.Contains(docs[0], raw) || strings.Contains(docs[0].String(), id) {
+		t.Fatal("the document contains the raw session ID")
 	}
 }
 
@@ -250,8 +470,8 @@ func TestKeyRotation(t *testing.T) {
 	rotated := newStore(testHashKey, nil, otherHashKey, testBlockKey)
 	onlyNew := newStore(testHashKey)
 
-	b, _ := saveNew(t, oldKeys, map[any]any{"user": "ada"})
-	if s, err := load(t, rotated, b); err != nil || s.IsNew || s.Values["user"] != "ada" {
+	b, _ := saveFresh(t, oldKeys, map[any]any{"user": "ada"})
+	if s, err := loadWith(t, rotated, b); err != nil || s.IsNew || s.Values["user"] != "ada" {
 		t.Fatalf("rotated store cannot read an old-key cookie: IsNew=%v err=%v", s.IsNew, err)
 	}
 	// A save re-issues the cookie with the first (new) key pair.
@@ -262,10 +482,10 @@ func TestKeyRotation(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if s, err := load(t, onlyNew, b); err != nil || s.IsNew || s.Values["user"] != "ada" {
+	if s, err := loadWith(t, onlyNew, b); err != nil || s.IsNew || s.Values["user"] != "ada" {
 		t.Fatalf("re-issued cookie not signed with the new key: IsNew=%v err=%v", s.IsNew, err)
 	}
-	if s, err := load(t, oldKeys, b); !s.IsNew || !errors.Is(err, ErrInvalidCookie) {
+	if s, err := loadWith(t, oldKeys, b); !s.IsNew || !errors.Is(err, ErrInvalidCookie) {
 		t.Fatalf("old-key store read a new-key cookie: IsNew=%v err=%v", s.IsNew, err)
 	}
 }
@@ -273,18 +493,18 @@ func TestKeyRotation(t *testing.T) {
 func TestForeignDataNeverReachesTheCodec(t *testing.T) {
 	spy := &spyCodec{}
 	f := newFixture(t, Config{Codec: spy})
-	b, id := saveNew(t, f, map[any]any{"user": "ada"})
-	docID := f.store.hasher.docID(id)
+	b, id := saveFresh(t, f, map[any]any{"user": "ada"})
+	id1 := docID(id)
 
 	// Someone with write access to the collection, but not the app's keys,
 	// replaces the data (a crafted gob stream can exhaust memory).
-	hostile := []byte("\r\x7f\x04\x01\x02\xff0\x00\x01\x10\x01\x10\x00\x007\xff\x80")
-	if _, err := f.coll.UpdateOne(context.Background(), bson.D{{Key: fieldID, Value: docID}},
+	hostile := append([]byte{envelopePlain, gobForm}, "\r\x7f\x04\x01\x02\xff0\x00\x01\x10\x01\x10\x00\x007\xff\x80"...)
+	if _, err := f.coll.UpdateOne(context.Background(), idFilter(id1),
 		bson.D{{Key: "$set", Value: bson.D{{Key: fieldData, Value: bson.Binary{Data: hostile}}}}}); err != nil {
 		t.Fatal(err)
 	}
 	spy.decoded = nil
-	s, err := load(t, f, b)
+	s, err := loadWith(t, f, b)
 	if !errors.Is(err, ErrDecode) || !s.IsNew {
 		t.Fatalf("Get = IsNew %v, %v; want a fresh session and ErrDecode", s.IsNew, err)
 	}
@@ -294,16 +514,16 @@ func TestForeignDataNeverReachesTheCodec(t *testing.T) {
 
 	// Data moved from another session's document fails too: the MAC binds
 	// the data to its _id.
-	_, other := saveNew(t, f, map[any]any{"user": "eve"})
+	_, other := saveFresh(t, f, map[any]any{"user": "eve"})
 	otherDoc := readDocument(t, f, other)
-	if _, err := f.coll.UpdateOne(context.Background(), bson.D{{Key: fieldID, Value: docID}},
+	if _, err := f.coll.UpdateOne(context.Background(), idFilter(id1),
 		bson.D{{Key: "$set", Value: bson.D{
 			{Key: fieldData, Value: otherDoc.Lookup(fieldData)},
 			{Key: fieldMAC, Value: otherDoc.Lookup(fieldMAC)},
 		}}}); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := load(t, f, b); !errors.Is(err, ErrDecode) || s.Values["user"] == "eve" {
+	if s, err := loadWith(t, f, b); !errors.Is(err, ErrDecode) || s.Values["user"] == "eve" {
 		t.Fatalf("swapped data accepted: %v, %v", s.Values, err)
 	}
 
@@ -312,9 +532,10 @@ func TestForeignDataNeverReachesTheCodec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b2, _ := saveNew(t, f, map[any]any{"user": "ada"})
+	t.Cleanup(func() { rotated.Close() })
+	b2, _ := saveFresh(t, f, map[any]any{"user": "ada"})
 	rf := &storeFixture{store: rotated, coll: f.coll, cmds: f.cmds}
-	if s, err := load(t, rf, b2); err != nil || s.Values["user"] != "ada" {
+	if s, err := loadWith(t, rf, b2); err != nil || s.Values["user"] != "ada" {
 		t.Fatalf("rotated store: %v, %v", s.Values, err)
 	}
 }
@@ -323,17 +544,27 @@ func TestForeignDataNeverReachesTheCodec(t *testing.T) {
 func rawDocument(t *testing.T, f *storeFixture, id string) bson.Raw {
 	t.Helper()
 	var doc bson.Raw
-	if err := f.coll.FindOne(context.Background(), idFilter(f.store.hasher.docID(id))).Decode(&doc); err != nil {
+	if err := f.coll.FindOne(context.Background(), idFilter(docID(id))).Decode(&doc); err != nil {
 		t.Fatal(err)
 	}
 	return doc
+}
+
+// parsedDocument returns the parsed stored document of session ID id.
+func parsedDocument(t *testing.T, f *storeFixture, id string) document {
+	t.Helper()
+	d, err := parseDocument(rawDocument(t, f, id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func TestEncryptionAtRest(t *testing.T) {
 	const secret = "card-4111-1111-1111-1111"
 	t.Run("a dump shows no values", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
-		b, id := saveNew(t, f, map[any]any{"card": secret, "user": "ada-lovelace"})
+		b, id := saveFresh(t, f, map[any]any{"card": secret, "user": "ada-lovelace"})
 		doc := rawDocument(t, f, id)
 		for _, plain := range []string{secret, "ada-lovelace", "card"} {
 			if bytes.Contains(doc, []byte(plain)) {
@@ -343,59 +574,47 @@ func TestEncryptionAtRest(t *testing.T) {
 		if _, data := doc.Lookup(fieldData).Binary(); data[0] != envelopeGCM {
 			t.Fatalf("data envelope %#x, want AES-GCM", data[0])
 		}
-		if s, err := load(t, f, b); err != nil || s.Values["card"] != secret {
+		if s, err := loadWith(t, f, b); err != nil || s.Values["card"] != secret {
 			t.Fatalf("reload: %v, %v", s.Values, err)
 		}
 	})
 	t.Run("without a block key the values are only authenticated", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey)
-		_, id := saveNew(t, f, map[any]any{"card": secret})
+		_, id := saveFresh(t, f, map[any]any{"card": secret})
 		if !bytes.Contains(rawDocument(t, f, id), []byte(secret)) {
 			t.Fatal("the value is not in clear without a block key: is it encrypted with something else?")
 		}
 	})
 	t.Run("tampered ciphertext, even with a valid MAC", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
-		b, id := saveNew(t, f, map[any]any{"card": secret})
-		docID := f.store.hasher.docID(id)
-		stored, err := decodeDocument(docID, rawDocument(t, f, id))
-		if err != nil {
-			t.Fatal(err)
-		}
-		fields := stored.sealedFields
-		fields.data = bytes.Clone(fields.data)
-		fields.data[len(fields.data)-1] ^= 1
-		resealed(t, f, fields)
-		if s, err := load(t, f, b); !errors.Is(err, ErrDecode) || !s.IsNew {
+		b, id := saveFresh(t, f, map[any]any{"card": secret})
+		d := parsedDocument(t, f, id)
+		d.data = bytes.Clone(d.data)
+		d.data[len(d.data)-1] ^= 1
+		resealed(t, f, d)
+		if s, err := loadWith(t, f, b); !errors.Is(err, ErrDecode) || !s.IsNew {
 			t.Fatalf("IsNew=%v err=%v; want ErrDecode", s.IsNew, err)
 		}
 	})
 	t.Run("ciphertext moved to another document", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
-		_, victim := saveNew(t, f, map[any]any{"user": "admin"})
-		b, attacker := saveNew(t, f, map[any]any{"user": "mallory"})
-		from, err := decodeDocument(f.store.hasher.docID(victim), rawDocument(t, f, victim))
-		if err != nil {
-			t.Fatal(err)
-		}
-		to := from.sealedFields
-		to.docID = f.store.hasher.docID(attacker) // the MAC is recomputed: only the AEAD's binding to _id stops it
+		_, victim := saveFresh(t, f, map[any]any{"user": "admin"})
+		b, attacker := saveFresh(t, f, map[any]any{"user": "mallory"})
+		to := parsedDocument(t, f, victim)
+		to.id = docID(attacker) // the MAC is recomputed: only the AEAD's binding to _id stops it
 		resealed(t, f, to)
-		if s, err := load(t, f, b); !errors.Is(err, ErrDecode) || s.Values["user"] == "admin" {
+		if s, err := loadWith(t, f, b); !errors.Is(err, ErrDecode) || s.Values["user"] == "admin" {
 			t.Fatalf("values %v err=%v; want ErrDecode", s.Values, err)
 		}
 	})
 	t.Run("key rotation", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
-		b, id := saveNew(t, f, map[any]any{"card": secret})
+		b, id := saveFresh(t, f, map[any]any{"card": secret})
 		newBlock := bytes.Repeat([]byte{0x44}, 32)
-		rotated, err := NewStore(context.Background(), f.coll, Config{Expiry: ExpiryNone}, otherHashKey, newBlock, testHashKey, testBlockKey)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rotated := storeOn(t, f, otherHashKey, newBlock, testHashKey, testBlockKey)
 		// The rotated store reads the old document, and rewrites it with the new keys.
 		b.do(func(w http.ResponseWriter, r *http.Request) {
-			s, err := rotated.Get(r, testSessionName)
+			s, err := rotated.store.Get(r, testSessionName)
 			if err != nil || s.Values["card"] != secret {
 				t.Fatalf("rotated store: %v, %v", s.Values, err)
 			}
@@ -405,33 +624,74 @@ func TestEncryptionAtRest(t *testing.T) {
 			}
 		})
 		// Only the new keys are needed now.
-		only, err := NewStore(context.Background(), f.coll, Config{Expiry: ExpiryNone}, otherHashKey, newBlock)
-		if err != nil {
-			t.Fatal(err)
-		}
-		of := &storeFixture{store: only, coll: f.coll, cmds: f.cmds}
-		if s, err := load(t, of, b); err != nil || s.Values["n"] != 1 {
+		if s, err := loadWith(t, storeOn(t, f, otherHashKey, newBlock), b); err != nil || s.Values["n"] != 1 {
 			t.Fatalf("new keys only: %v, %v", s.Values, err)
 		}
 		// And a store that lost the block key cannot read it (given a cookie
 		// it can read: the cookie was encrypted with the block key too).
-		noBlock, err := NewStore(context.Background(), f.coll, Config{Expiry: ExpiryNone}, otherHashKey)
-		if err != nil {
-			t.Fatal(err)
+		noBlock := storeOn(t, f, otherHashKey)
+		if _, err := loadWith(t, noBlock, cookieFor(t, noBlock.store, id)); !errors.Is(err, ErrDecode) {
+			t.Fatalf("without the block key: %v, want ErrDecode", err)
 		}
-		nf := &storeFixture{store: noBlock, coll: f.coll, cmds: f.cmds}
-		if _, err := load(t, nf, cookieFor(t, noBlock, id)); !errors.Is(err, ErrDecode) || !strings.Contains(err.Error(), "no block key") {
+	})
+	t.Run("a store without the block key says so", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
+		_, id := saveFresh(t, f, map[any]any{"card": secret})
+		noBlock := storeOn(t, f, testHashKey)
+		if _, err := loadWith(t, noBlock, cookieFor(t, noBlock.store, id)); !errors.Is(err, ErrDecode) || !strings.Contains(err.Error(), "no block key") {
 			t.Fatalf("without the block key: %v, want ErrDecode saying so", err)
 		}
 	})
 }
 
-// resealed stores fields as the document fields.docID, with a valid MAC:
-// what someone holding the hash key (but not the block key) could write.
-func resealed(t *testing.T, f *storeFixture, fields sealedFields) {
+// storeOn returns a store with keys on the collection of f, closed when
+// the test ends.
+func storeOn(t *testing.T, f *storeFixture, keys ...[]byte) *storeFixture {
 	t.Helper()
-	mac := f.store.sealer.seal(&fields)
-	if _, err := f.coll.ReplaceOne(context.Background(), idFilter(fields.docID), newDocument(fields, mac, "")); err != nil {
+	s, err := NewStore(context.Background(), f.coll, Config{Expiry: ExpiryNone}, keys...)
+	if err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return &storeFixture{store: s, coll: f.coll, cmds: f.cmds}
+}
+
+// resealed stores d as the document d.id, with a valid MAC: what someone
+// holding the hash key (but not the block key) could write.
+func resealed(t *testing.T, f *storeFixture, d document) {
+	t.Helper()
+	f.store.sealer.seal(&d)
+	if _, err := f.coll.ReplaceOne(context.Background(), idFilter(d.id), d.fields()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPlainDataRefusedWhenTheStoreEncrypts checks that a store with a
+// block key refuses a document whose data is not encrypted, even under a
+// valid MAC: whoever holds the hash key and can write to the collection
+// cannot slip values past the encryption.
+func TestPlainDataRefusedWhenTheStoreEncrypts(t *testing.T) {
+	// Defect 9: the store decoded plain data under a valid MAC whatever its keys, so the hash key alone let one forge values.
+	f := newFixture(t, Config{}, testHashKey, testBlockKey)
+	owned := map[any]any{"user": "ada", ownerKey: "ada", deviceKey: "Firefox on Linux"}
+	b, id := saveFresh(t, f, owned)
+	ctx := context.Background()
+	if listed, err := f.store.ListSessions(ctx, "ada", nil); err != nil || len(listed) != 1 {
+		t.Fatalf("ListSessions before = %+v, %v; want the session", listed, err)
+	}
+	forged := map[any]any{"user": "mallory", "admin": true, ownerKey: "ada", deviceKey: "Firefox on Linux"}
+	plain, err := compactCodec{}.Encode(forged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := parsedDocument(t, f, id)
+	d.data = append([]byte{envelopePlain}, plain...)
+	resealed(t, f, d) // the owner field stays: the owner index still finds it
+	s, err := loadWith(t, f, b)
+	if !errors.Is(err, ErrDecode) || !s.IsNew || len(s.Values) != 0 {
+		t.Fatalf("plain data loaded: IsNew=%v values=%v err=%v; want a new session and ErrDecode", s.IsNew, s.Values, err)
+	}
+	if listed, err := f.store.ListSessions(ctx, "ada", nil); err != nil || len(listed) != 0 {
+		t.Fatalf("ListSessions after = %+v, %v; want nothing", listed, err)
 	}
 }

@@ -393,7 +393,7 @@ func (s *Store) expiresAt(maxAge int, createdAt, now time.Time) time.Time {
 // idleTimeout is how long a session with this MaxAge lives unused.
 func (s *Store) idleTimeout(maxAge int) time.Duration {
 	if maxAge > 0 {
-		return time.Duration(maxAge) * time.Second
+		return time.Duration(min(maxAge, 1<<33)) * time.Second // 272 years; more would overflow
 	}
 	return s.cfg.IdleTimeout
 }
