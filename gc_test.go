@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/mongostore/mongostore/internal/faultproxy"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -21,7 +25,7 @@ func saveSessions(t *testing.T, f *storeFixture, n int, value string) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
-		_, ids[i] = saveNew(t, f, map[any]any{"secret": value})
+		_, ids[i] = saveSession(t, f, map[any]any{"secret": value})
 	}
 	return ids
 }
@@ -38,6 +42,38 @@ func liveIDs(t *testing.T, f *storeFixture) map[string]bool {
 		out[cur.Current.Lookup(fieldID).StringValue()] = true
 	}
 	return out
+}
+
+// gcGoroutines returns how many GC goroutines are running among those of
+// the stores that the calling test's goroutine created, from a dump of
+// every goroutine's stack: a GC goroutine runs the function of
+// (*Store).startGC, and WaitGroup.Go started it in the goroutine that called
+// NewStore. (The store no longer has a channel that says its GC goroutine
+// ended; Close waits for it, so none is left once Close returns.) A
+// goroutine that has not begun yet shows no such frame: count them once the
+// first sweep is done, or after Close.
+func gcGoroutines(t *testing.T) int {
+	t.Helper()
+	buf := make([]byte, 1<<10)
+	self := strings.Fields(string(buf[:runtime.Stack(buf, false)])) // goroutine N [running]: ...
+	if len(self) < 2 || self[0] != "goroutine" {
+		t.Fatalf("cannot tell the test's goroutine from its stack %q", self)
+	}
+	created := "in goroutine " + self[1] + "\n"
+	for {
+		buf = make([]byte, 2*len(buf))
+		if n := runtime.Stack(buf, true); n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+	}
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "mongostore.(*Store).startGC.func") && strings.Contains(g, created) {
+			n++
+		}
+	}
+	return n
 }
 
 func TestDeleteExpiredDeletesOnlyExpired(t *testing.T) {
@@ -57,26 +93,26 @@ func TestDeleteExpiredDeletesOnlyExpired(t *testing.T) {
 	}
 	// One command, which the server answers with one index range (or one
 	// scan, on FerretDB v1), marked as the GC's.
-	if got := mwCommandNames(f.cmds); !slices.Equal(got, []string{"delete"}) {
+	if got := commandNames(f.cmds); !slices.Equal(got, []string{"delete"}) {
 		t.Fatalf("commands %q, want one delete", got)
 	}
 	cmd := f.cmds.named("delete")[0]
 	stmts, _ := cmd.Lookup("deletes").Array().Values()
-	want, _ := bson.Marshal(expiredFilter(clock.Now()))
+	want, _ := bson.Marshal(bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bson.NewDateTimeFromTime(clock.Now())}}}})
 	if len(stmts) != 1 || !bytes.Equal(stmts[0].Document().Lookup("q").Document(), want) || stmts[0].Document().Lookup("limit").AsInt64() != 0 {
 		t.Fatalf("delete statements %v, want one {expiresAt: {$lte: now}} without limit", stmts)
 	}
-	if got, _ := cmd.Lookup("comment").StringValueOK(); got != GCComment {
-		t.Fatalf("delete comment %q, want %q", got, GCComment)
+	if got, _ := cmd.Lookup("comment").StringValueOK(); got != sweepComment {
+		t.Fatalf("delete comment %q, want %q", got, sweepComment)
 	}
 	left := liveIDs(t, f)
 	for _, id := range expired {
-		if left[f.store.hasher.docID(id)] {
+		if left[docID(id)] {
 			t.Fatal("an expired session survived")
 		}
 	}
 	for _, id := range live {
-		if !left[f.store.hasher.docID(id)] {
+		if !left[docID(id)] {
 			t.Fatal("a live session was deleted")
 		}
 	}
@@ -107,6 +143,18 @@ func gcRecords(t *testing.T, logs *syncBuffer) []gcRecord {
 	return out
 }
 
+// waitSweeps waits for n sweeps signalled on sweeps.
+func waitSweeps(t *testing.T, sweeps <-chan struct{}, n int) {
+	t.Helper()
+	for i := range n {
+		select {
+		case <-sweeps:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%d GC sweeps in 30s, want %d", i, n)
+		}
+	}
+}
+
 func TestGCGoroutine(t *testing.T) {
 	clock := newFakeClock()
 	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryGC, GCInterval: 100 * time.Millisecond})
@@ -125,7 +173,7 @@ func TestGCGoroutine(t *testing.T) {
 	}
 	left := liveIDs(t, f)
 	for _, id := range live {
-		if !left[f.store.hasher.docID(id)] {
+		if !left[docID(id)] {
 			t.Fatal("the GC deleted a live session")
 		}
 	}
@@ -143,80 +191,117 @@ func TestGCGoroutine(t *testing.T) {
 		}
 	}
 
+	if n := gcGoroutines(t); n != 1 {
+		t.Fatalf("%d GC goroutines before Close, want 1", n)
+	}
 	start := time.Now()
 	if err := f.store.Close(); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-f.store.gcDone:
-	default:
+	if n := gcGoroutines(t); n != 0 {
 		t.Fatal("Close returned before the GC goroutine stopped")
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("Close took %v", d)
 	}
-	if _, err := f.store.DeleteExpired(context.Background()); !errors.Is(err, ErrClosed) {
-		t.Fatalf("DeleteExpired after Close = %v, want ErrClosed", err)
+	// There is no ErrClosed any more: DeleteExpired works after Close.
+	if n, err := f.store.DeleteExpired(context.Background()); n != 0 || err != nil {
+		t.Fatalf("DeleteExpired after Close = %d, %v; want 0, nil", n, err)
 	}
-	f.store.Close() // idempotent
+	if err := f.store.Close(); err != nil { // idempotent
+		t.Fatalf("second Close: %v", err)
+	}
 }
 
-func TestRunGCStopsOnCancel(t *testing.T) {
-	f := newFixture(t, Config{Expiry: ExpiryNone})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.store.RunGC(ctx, 100*time.Millisecond) }()
-	time.Sleep(250 * time.Millisecond)
-	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("RunGC = %v, want context.Canceled", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("RunGC did not stop after its context was cancelled")
+// TestGCSweepsUntilClose was TestRunGCStopsOnCancel and TestRunGCAfterClose:
+// RunGC is gone, and with it its context, its interval argument and
+// ErrClosed. The GC goroutine sweeps every GCInterval until Close, which
+// logs no failure; Config checks the interval.
+func TestGCSweepsUntilClose(t *testing.T) {
+	sweeps := make(chan struct{}, 100)
+	f := newFixture(t, Config{Expiry: ExpiryGC, GCInterval: 100 * time.Millisecond,
+		afterSweep: func() {
+			select {
+			case sweeps <- struct{}{}:
+			default:
+			}
+		}})
+	waitSweeps(t, sweeps, 3) // the first, at start, and two more
+	if n := len(gcRecords(t, f.logs)); n < 3 {
+		t.Fatalf("%d sweeps logged, want at least 3:\n%s", n, f.logs)
 	}
-	if n := len(gcRecords(t, f.logs)); n < 2 {
-		t.Fatalf("%d sweeps logged in 250ms at a 100ms interval, want at least 2", n)
+	if n := gcGoroutines(t); n != 1 {
+		t.Fatalf("%d GC goroutines, want 1", n)
 	}
-	if err := f.store.RunGC(context.Background(), time.Millisecond); !errors.Is(err, ErrInvalidConfig) {
-		t.Fatalf("RunGC with a 1ms interval = %v, want ErrInvalidConfig", err)
-	}
-
-	// Close stops a RunGC started by the application, too.
-	go func() { done <- f.store.RunGC(context.Background(), 100*time.Millisecond) }()
-	time.Sleep(50 * time.Millisecond)
 	f.store.Close()
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrClosed) {
-			t.Fatalf("RunGC after Close = %v, want ErrClosed", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("RunGC did not stop at Close")
+	if n := gcGoroutines(t); n != 0 {
+		t.Fatal("the GC goroutine did not stop at Close")
+	}
+	if strings.Contains(f.logs.String(), "gc sweep failed") {
+		t.Fatalf("spurious sweep failure logged:\n%s", f.logs)
+	}
+	_, err := NewStore(context.Background(), f.coll, Config{Expiry: ExpiryGC, GCInterval: time.Millisecond}, testHashKey)
+	if !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("NewStore with a 1ms GCInterval = %v, want ErrInvalidConfig", err)
 	}
 }
 
-func TestGCSurvivesFailingSweeps(t *testing.T) {
-	// A client whose server is unreachable: every sweep fails.
-	client, err := mongo.Connect(options.Client().
-		ApplyURI("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=50&connectTimeoutMS=50"))
+// proxiedCollection returns a fresh collection of the test server reached
+// through a fault proxy, and the proxy. The collection is dropped through a
+// direct connection when the test ends.
+func proxiedCollection(t *testing.T, clientOpts *options.ClientOptions) (*mongo.Collection, *faultproxy.Proxy) {
+	t.Helper()
+	uri := os.Getenv("MONGODB_URI")
+	upstream, err := faultproxy.Host(uri)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { client.Disconnect(context.Background()) })
+	proxy, err := faultproxy.New(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	proxied, err := proxy.MongoURI(uri)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := mongo.Connect(clientOpts.ApplyURI(proxied))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = client.Disconnect(ctx)
+	})
+	coll := testCollection(t, testClient(t, nil))
+	return client.Database(testDatabase).Collection(coll.Name()), proxy
+}
+
+// TestGCSurvivesFailingSweeps checks that the GC goroutine goes on after
+// failed sweeps, logging each. RunGC is gone, and NewStore in a GC mode
+// needs a server, so the server becomes unreachable after the start: the
+// store reaches it through a proxy that then refuses every connection.
+func TestGCSurvivesFailingSweeps(t *testing.T) {
+	coll, proxy := proxiedCollection(t, options.Client().SetServerSelectionTimeout(500*time.Millisecond))
 	logs := &syncBuffer{}
-	store, err := NewStore(context.Background(), client.Database("x").Collection("sessions"),
-		Config{Expiry: ExpiryNone, Logger: testLogger(logs)}, testHashKey)
+	sweeps := make(chan struct{}, 1)
+	store, err := NewStore(context.Background(), coll, Config{Expiry: ExpiryGC, GCInterval: 100 * time.Millisecond,
+		Logger: testLogger(logs), afterSweep: func() {
+			select {
+			case sweeps <- struct{}{}:
+			default:
+			}
+		}}, testHashKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer store.Close()
+	waitSweeps(t, sweeps, 1)
+	proxy.Refuse(true)
+	proxy.Cut()
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- store.RunGC(ctx, 100*time.Millisecond) }()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var failures int
 		for _, r := range gcRecords(t, logs) {
@@ -230,15 +315,14 @@ func TestGCSurvivesFailingSweeps(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d failed sweeps logged, want 3 (the loop must go on after a failure):\n%s", failures, logs)
 		}
-		select {
-		case err := <-done:
-			t.Fatalf("RunGC returned after a failed sweep: %v", err)
-		case <-time.After(20 * time.Millisecond):
+		if gcGoroutines(t) != 1 {
+			t.Fatal("the GC goroutine ended after a failed sweep")
 		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	cancel()
-	if err := <-done; !errors.Is(err, context.Canceled) {
-		t.Fatalf("RunGC = %v, want context.Canceled", err)
+	store.Close()
+	if n := gcGoroutines(t); n != 0 {
+		t.Fatal("the GC goroutine did not stop at Close")
 	}
 	_, err = store.DeleteExpired(context.Background())
 	if !errors.Is(err, ErrDatabase) {
@@ -246,17 +330,56 @@ func TestGCSurvivesFailingSweeps(t *testing.T) {
 	}
 }
 
-func TestRunGCAfterClose(t *testing.T) {
-	f := newFixture(t, Config{Expiry: ExpiryNone})
-	f.store.Close()
-	if err := f.store.RunGC(context.Background(), time.Second); !errors.Is(err, ErrClosed) {
-		t.Fatalf("RunGC after Close = %v, want ErrClosed", err)
+// TestCloseStopsABlockedSweep checks that Close stops the GC goroutine
+// while a sweep waits on a server that does not answer: the sweep's own
+// bound (Config.Timeout, an hour here) is not waited for.
+func TestCloseStopsABlockedSweep(t *testing.T) {
+	cmds := &commandLog{}
+	coll, proxy := proxiedCollection(t, options.Client().SetMonitor(cmds.monitor()))
+	t.Cleanup(func() { proxy.BlackHole(false) })
+	logs := &syncBuffer{}
+	var holed atomic.Bool
+	store, err := NewStore(context.Background(), coll, Config{Expiry: ExpiryGC, GCInterval: 100 * time.Millisecond,
+		Timeout: time.Hour, Logger: testLogger(logs), afterSweep: func() {
+			// After the first sweep, in the GC goroutine: the next sweep's
+			// delete goes into the black hole.
+			if !holed.Swap(true) {
+				cmds.reset()
+				proxy.BlackHole(true)
+			}
+		}}, testHashKey)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if strings.Contains(f.logs.String(), "gc sweep failed") {
-		t.Fatalf("spurious sweep failure logged:\n%s", f.logs)
+	defer store.Close()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(cmds.named("delete")) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no sweep started within 30s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	closed := make(chan struct{})
+	go func() {
+		store.Close()
+		close(closed)
+	}()
+	select {
+	case <-closed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Close did not stop the GC goroutine while its sweep was blocked")
+	}
+	if n := gcGoroutines(t); n != 0 {
+		t.Fatal("Close returned before the GC goroutine stopped")
+	}
+	if strings.Contains(logs.String(), "gc sweep failed") {
+		t.Fatalf("the sweep stopped by Close was logged as a failure:\n%s", logs)
 	}
 }
 
+// TestGCDeletesDocumentsWithoutADate checks that the GC goroutine's first
+// sweep deletes the documents whose expiresAt is not a date (RunGC is gone:
+// a second store, in GC mode, starts on the collection).
 func TestGCDeletesDocumentsWithoutADate(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
 	live := saveSessions(t, f, 3, "v")
@@ -274,26 +397,32 @@ func TestGCDeletesDocumentsWithoutADate(t *testing.T) {
 		t.Fatalf("DeleteExpired = %d, %v; want 0: it matches dates only", n, err)
 	}
 
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.store.RunGC(ctx, 100*time.Millisecond) }()
-	deadline := time.Now().Add(10 * time.Second)
-	for f.count(t) != int64(len(live)) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the GC left %d documents, want the %d live sessions", f.count(t), len(live))
-		}
-		time.Sleep(20 * time.Millisecond)
+	logs := &syncBuffer{}
+	sweeps := make(chan struct{}, 1)
+	gc, err := NewStore(context.Background(), f.coll, Config{Expiry: ExpiryGC, GCInterval: 100 * time.Millisecond,
+		Logger: testLogger(logs), afterSweep: func() {
+			select {
+			case sweeps <- struct{}{}:
+			default:
+			}
+		}}, testHashKey)
+	if err != nil {
+		t.Fatal(err)
 	}
-	cancel()
-	<-done
+	defer gc.Close()
+	waitSweeps(t, sweeps, 1)
+	if n := f.count(t); n != int64(len(live)) {
+		t.Fatalf("the GC's first sweep left %d documents, want the %d live sessions", n, len(live))
+	}
+	gc.Close()
 	left := liveIDs(t, f)
 	for _, id := range live {
-		if !left[f.store.hasher.docID(id)] {
+		if !left[docID(id)] {
 			t.Fatal("the GC deleted a live session")
 		}
 	}
 	var warned int64
-	for _, line := range strings.Split(strings.TrimSpace(f.logs.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var r struct {
 			Level   string `json:"level"`
 			Msg     string `json:"msg"`
@@ -304,6 +433,6 @@ func TestGCDeletesDocumentsWithoutADate(t *testing.T) {
 		}
 	}
 	if warned != int64(len(junk)) {
-		t.Fatalf("warnings count %d documents without a date, want %d:\n%s", warned, len(junk), f.logs)
+		t.Fatalf("warnings count %d documents without a date, want %d:\n%s", warned, len(junk), logs)
 	}
 }

@@ -16,7 +16,8 @@ import (
 )
 
 // Middleware returns net/http middleware that loads the session called name
-// for each request (handlers get it with store.Get) and, if the handler
+// for each request (handlers get it with store.Get, whose error they can
+// ignore: the middleware handled it) and, if the handler
 // changed it, saves it just before the response headers go out, so the
 // cookie is never lost; a change made later is still saved (a logout still
 // ends the session), but a new session cannot get its cookie then. An

@@ -62,6 +62,13 @@ type appOptions struct {
 	// Server describes the database server for the home page, without
 	// credentials: "MongoDB at host:port", for example.
 	Server string
+	// Expiry is how expired sessions are deleted (ExpiryTTL or ExpiryGC:
+	// what the store chose), for the home page.
+	Expiry mongostore.ExpiryMode
+	// Absolute is the store's Config.AbsoluteTimeout, which must be set
+	// (not zero), for the home page: how long a session lives from its
+	// creation at most; negative for no limit.
+	Absolute time.Duration
 }
 
 // app holds the handlers' dependencies.
@@ -74,6 +81,8 @@ type app struct {
 	ping        func(context.Context) error
 	logger      *slog.Logger
 	server      string
+	expiry      mongostore.ExpiryMode
+	absolute    time.Duration
 	pages       map[string]*template.Template
 }
 
@@ -120,6 +129,8 @@ func newApp(opts appOptions) (http.Handler, error) {
 		ping:        opts.Ping,
 		logger:      opts.Logger,
 		server:      opts.Server,
+		expiry:      opts.Expiry,
+		absolute:    opts.Absolute,
 		pages:       pages,
 	}
 	if opts.Store.Options.Secure {
@@ -127,9 +138,10 @@ func newApp(opts appOptions) (http.Handler, error) {
 	}
 
 	// A session that is only read is written again (to slide its expiry)
-	// once per touch interval: by default a tenth of its max age, at most a
-	// minute.
-	withSession := opts.Store.Middleware(a.sessionName, mongostore.MiddlewareOptions{})
+	// once per touch interval (Config.TouchInterval): by default a tenth of
+	// its max age, at most a minute. A nil error handler logs a failed load
+	// or save and answers 500 (409 for a session ended meanwhile).
+	withSession := opts.Store.Middleware(a.sessionName, nil)
 
 	mux := http.NewServeMux()
 	mux.Handle("GET /login", withSession(http.HandlerFunc(a.loginForm)))
@@ -190,6 +202,9 @@ type homePage struct {
 	Username string
 	// Times are the session's times as stored.
 	Times mongostore.SessionTimes
+	// AbsoluteExpiresAt is when the session ends however active: its
+	// creation plus the store's absolute timeout; zero for no limit.
+	AbsoluteExpiresAt time.Time
 	// Expiry is the store's expiry mode ("ttl", "gc"), ExpiryHow what it
 	// means.
 	Expiry, ExpiryHow string
@@ -234,7 +249,7 @@ func humanDuration(d time.Duration) string {
 
 // loginForm serves GET /login.
 func (a *app) loginForm(w http.ResponseWriter, r *http.Request) {
-	sess := mongostore.Session(r, a.sessionName)
+	sess := a.session(r)
 	if _, ok := sess.Values[userKey].(string); ok {
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
@@ -258,7 +273,7 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	sess := mongostore.Session(r, a.sessionName)
+	sess := a.session(r)
 	// A login starts afresh: nothing of the anonymous session or of an
 	// earlier user survives, and the session gets a new ID, which defeats
 	// session fixation. Unlike RegenerateID, Restart does not fail when a
@@ -292,9 +307,8 @@ func (a *app) home(w http.ResponseWriter, r *http.Request) {
 
 	// The middleware saves the session, if it must (the flashes were
 	// taken, or its expiry is due to slide), as the header goes out.
-	// Store.Times would tell beforehand what that save is about to write,
-	// but the save reads the clock again, a moment later: asked once the
-	// session is saved, Times gives exactly what the document holds.
+	// Store.Times gives the times of the last load or save: asked once the
+	// session is saved, it gives exactly what the document holds.
 	setPageHeaders(w)
 	w.WriteHeader(http.StatusOK)
 	times, ok := a.store.Times(sess)
@@ -302,21 +316,33 @@ func (a *app) home(w http.ResponseWriter, r *http.Request) {
 		// Not stored: the save failed and the error handler has answered.
 		return
 	}
-	mode := a.store.ExpiryMode()
-	err := a.pages["home"].ExecuteTemplate(w, "layout", homePage{
+	page := homePage{
 		Flashes:   flashes,
 		Username:  name,
 		Times:     times,
-		Expiry:    mode.String(),
-		ExpiryHow: expiryHow(mode),
+		Expiry:    expiryName(a.expiry),
+		ExpiryHow: expiryHow(a.expiry),
 		Server:    a.server,
-	})
+	}
+	if a.absolute >= 0 {
+		page.AbsoluteExpiresAt = times.CreatedAt.Add(a.absolute)
+	}
+	err := a.pages["home"].ExecuteTemplate(w, "layout", page)
 	if err != nil {
 		a.logger.Error("render home page", "error", err.Error())
 	}
 }
 
-// logout serves POST /logout.
+// session returns the request's session, which the middleware loaded: the
+// store's Get returns the same session for the rest of the request. Get
+// also returns the error of that load again, which the middleware has
+// dealt with: a tampered or foreign cookie, or a document it cannot read,
+// gives a new session, and a database failure never reaches the handler.
+func (a *app) session(r *http.Request) *sessions.Session {
+	sess, _ := a.store.Get(r, a.sessionName)
+	return sess
+}
+
 // toLogin answers a request that needs a logged-in session, which sess is
 // not, with a redirect to the login form. When the request carried a
 // session cookie that led to no session, the form says why: the session
@@ -328,8 +354,9 @@ func (a *app) toLogin(w http.ResponseWriter, r *http.Request, sess *sessions.Ses
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
+// logout serves POST /logout.
 func (a *app) logout(w http.ResponseWriter, r *http.Request) {
-	sess := mongostore.Session(r, a.sessionName)
+	sess := a.session(r)
 	if name, ok := sess.Values[userKey].(string); ok {
 		a.logger.Info("logout", "user", name)
 	}

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mongostore/mongostore"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -448,11 +447,15 @@ func (c *commandCounter) monitor() *event.CommandMonitor {
 	}}
 }
 
+// gcSweepComment is the comment of the commands of the store's GC sweep
+// (see Store.DeleteExpired), which the store no longer exports.
+const gcSweepComment = "mongostore gc sweep"
+
 // isGCSweep reports whether e is a command of the store's GC sweep, which
-// the store marks with mongostore.GCComment.
+// the store marks with gcSweepComment.
 func isGCSweep(e *event.CommandStartedEvent) bool {
 	comment, _ := e.Command.Lookup("comment").StringValueOK()
-	return comment == mongostore.GCComment
+	return comment == gcSweepComment
 }
 
 // take returns the counts since the last take and resets them.
@@ -636,6 +639,92 @@ func TestExpiryModeFollowsServer(t *testing.T) {
 	}
 	if !strings.Contains(app.logs.String(), "expiry="+want) {
 		t.Errorf("the log does not say expiry=%s:\n%s", want, app.logs)
+	}
+}
+
+// TestCookieNames checks the names and attributes of every cookie the app
+// sets, at login, at logout and when the login form takes the logout
+// message, over plain HTTP (local development) and with COOKIE_SECURE (the
+// app behind HTTPS): then both cookies are Secure and their names have the
+// __Host- prefix, so that no sibling subdomain can toss in a cookie of the
+// same name (a second session cookie in the request) and plain HTTP cannot
+// overwrite them. The requests carry the cookies by hand: a cookie jar
+// sends Secure cookies over HTTPS only.
+func TestCookieNames(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		secure         bool
+		session, flash string
+	}{
+		{false, "session", "flash"},
+		{true, "__Host-session", "__Host-flash"},
+	} {
+		t.Run(fmt.Sprintf("COOKIE_SECURE=%v", tc.secure), func(t *testing.T) {
+			t.Parallel()
+			app := startApp(t, func(c *config) { c.CookieSecure = tc.secure })
+			b := newBrowser(t, app.url)
+			b.client.Jar = nil
+			jar := map[string]string{}
+			// step sends a request with the cookies of jar, checks every
+			// cookie it sets and returns their names, and keeps them in
+			// jar (or deletes them from it).
+			step := func(what, method, path string, form url.Values, status int, location string) []string {
+				t.Helper()
+				header := http.Header{}
+				for name, value := range jar {
+					header.Add("Cookie", (&http.Cookie{Name: name, Value: value}).String())
+				}
+				r := b.do(method, path, form, header)
+				wantStatus(t, what, r, status, location)
+				var names []string
+				for _, line := range r.header.Values("Set-Cookie") {
+					c, err := http.ParseSetCookie(line)
+					if err != nil {
+						t.Fatalf("%s: Set-Cookie %q: %v", what, line, err)
+					}
+					names = append(names, c.Name)
+					if c.Name != tc.session && c.Name != tc.flash {
+						t.Errorf("%s: cookie %q set, want only %s and %s", what, c.Name, tc.session, tc.flash)
+					}
+					if c.Secure != tc.secure || c.Path != "/" || c.Domain != "" || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode {
+						t.Errorf("%s: Set-Cookie %q: want Secure %v, Path=/, no Domain, HttpOnly, SameSite=Lax", what, line, tc.secure)
+					}
+					if c.MaxAge < 0 {
+						delete(jar, c.Name)
+					} else {
+						jar[c.Name] = c.Value
+					}
+				}
+				slices.Sort(names)
+				return names
+			}
+			both := []string{tc.flash, tc.session}
+			if tc.session < tc.flash {
+				both = []string{tc.session, tc.flash}
+			}
+			for _, s := range []struct {
+				what, method, path string
+				form               url.Values
+				status             int
+				location           string
+				want               []string // the cookies set
+			}{
+				{"POST /login", http.MethodPost, "/login", url.Values{"username": {"demo"}, "password": {"demo"}}, http.StatusSeeOther, "/", []string{tc.session}},
+				{"GET / (takes the login's message)", http.MethodGet, "/", nil, http.StatusOK, "", []string{tc.session}}, // the session is saved: its cookie is sent again
+				{"POST /logout", http.MethodPost, "/logout", url.Values{}, http.StatusSeeOther, "/login", both},
+				{"GET /login (takes the logout message)", http.MethodGet, "/login", nil, http.StatusOK, "", []string{tc.flash}},
+			} {
+				if got := step(s.what, s.method, s.path, s.form, s.status, s.location); !slices.Equal(got, s.want) {
+					t.Errorf("%s set the cookies %q, want %q", s.what, got, s.want)
+				}
+			}
+			if len(jar) != 0 {
+				t.Errorf("cookies left after the logout: %v", jar)
+			}
+			if n := app.countSessions(t); n != 0 {
+				t.Errorf("%d session documents after the logout, want 0", n)
+			}
+		})
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -326,5 +327,100 @@ func TestBrowserSessions(t *testing.T) {
 	first.do("open / (first device)", chromedp.Navigate(app.url+"/"), chromedp.WaitVisible(chromedp.CSS("#current-user")))
 	if n := app.countSessions(t); n != 1 {
 		t.Errorf("%d session documents, want 1", n)
+	}
+}
+
+// layout is how a page lays out its lists of facts (dl.facts), as
+// measured in the browser.
+type layout struct {
+	// Overflow says the page is wider than the window: it scrolls
+	// sideways.
+	Overflow bool `json:"overflow"`
+	// Wrapped are the times that break across lines.
+	Wrapped []string `json:"wrapped"`
+	// Clipped are the values whose text is wider than their box.
+	Clipped []string `json:"clipped"`
+	// Stacked counts the labels (dt) with their value (dd) below them,
+	// SideBySide those with their value on the same line, Pairs all of
+	// them.
+	Stacked    int `json:"stacked"`
+	SideBySide int `json:"sideBySide"`
+	Pairs      int `json:"pairs"`
+}
+
+// measureLayout measures the lists of facts of the tab's page.
+const measureLayout = `(() => {
+	const r = {overflow: document.documentElement.scrollWidth > window.innerWidth,
+		wrapped: [], clipped: [], stacked: 0, sideBySide: 0, pairs: 0};
+	for (const t of document.querySelectorAll('.facts time')) {
+		if (t.getClientRects().length > 1) r.wrapped.push(t.textContent);
+	}
+	for (const dd of document.querySelectorAll('.facts dd')) {
+		if (dd.scrollWidth > dd.clientWidth + 1) r.clipped.push(dd.textContent);
+	}
+	for (const dt of document.querySelectorAll('.facts dt')) {
+		const dd = dt.nextElementSibling;
+		const a = dt.getBoundingClientRect(), b = dd.getBoundingClientRect();
+		r.pairs++;
+		if (b.top >= a.bottom - 1) r.stacked++;
+		else if (Math.abs(b.top - a.top) < 2) r.sideBySide++;
+	}
+	return r;
+})()`
+
+// TestBrowserScreenWidths lays out the home page and the page of sessions
+// in headless Chromium on a phone's screen (390 px wide) and on a
+// desktop's (1280 px): on the phone each label is above its value, on the
+// desktop beside it; on both the page does not scroll sideways and no time
+// breaks across lines.
+func TestBrowserScreenWidths(t *testing.T) {
+	t.Parallel()
+	chromiumPath(t) // before starting the app: skip (or fail) early
+	app := startApp(t, nil)
+	browser := startChromium(t)
+	other, b := browser.newDeviceTab(), browser.newDeviceTab()
+	other.login(app.url, "demo", "demo") // so that /sessions lists another session
+	b.login(app.url, "demo", "demo")
+
+	for _, screen := range []struct {
+		name          string
+		width, height int64
+		stacked       bool // labels above values
+	}{
+		{"phone", 390, 844, true},
+		{"desktop", 1280, 800, false},
+	} {
+		b.do("set the window to "+screen.name, chromedp.EmulateViewport(screen.width, screen.height))
+		for _, page := range []struct{ name, path, ready string }{
+			{"home", "/", "#current-user"},
+			{"sessions", "/sessions", "#sessions"},
+		} {
+			what := fmt.Sprintf("%s page on a %s (%d px)", page.name, screen.name, screen.width)
+			b.do("open "+page.path, chromedp.Navigate(app.url+page.path), chromedp.WaitVisible(chromedp.CSS(page.ready)))
+			got, err := chromedp.Run(b.ctx, chromedp.Evaluate[layout](measureLayout))
+			if err != nil {
+				t.Fatalf("%s: measure the layout: %v", what, err)
+			}
+			b.screenshot(fmt.Sprintf("width-%s-%d.png", page.name, screen.width))
+			t.Logf("%s: %+v", what, got)
+			if got.Overflow {
+				t.Errorf("%s: the page scrolls sideways", what)
+			}
+			if len(got.Wrapped) > 0 {
+				t.Errorf("%s: times broken across lines: %q", what, got.Wrapped)
+			}
+			if len(got.Clipped) > 0 {
+				t.Errorf("%s: values wider than their box: %q", what, got.Clipped)
+			}
+			if got.Pairs == 0 {
+				t.Fatalf("%s: no labels and values found", what)
+			}
+			if want := got.Pairs; screen.stacked && got.Stacked != want {
+				t.Errorf("%s: %d of %d labels above their value, want all", what, got.Stacked, want)
+			}
+			if want := got.Pairs; !screen.stacked && got.SideBySide != want {
+				t.Errorf("%s: %d of %d labels beside their value, want all", what, got.SideBySide, want)
+			}
+		}
 	}
 }

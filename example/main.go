@@ -50,6 +50,7 @@ import (
 
 	"github.com/mongostore/mongostore"
 	"github.com/mongostore/mongostore/embeddb"
+	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
@@ -262,17 +263,23 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	}
 
 	coll := client.Database(cfg.DBName).Collection(collectionName)
-	// Config.AbsoluteTimeout stays unset: a session then lives at most 7
-	// days from its creation, or its MaxAge if that is longer.
-	store, err := mongostore.NewStore(startCtx, coll, mongostore.Config{Logger: logger}, key)
+	// Config.Expiry stays unset (ExpiryAuto): a TTL index where the server
+	// has them, the GC goroutine where it does not.
+	absolute := absoluteTimeout(cfg.MaxAge)
+	store, err := mongostore.NewStore(startCtx, coll, mongostore.Config{Logger: logger, AbsoluteTimeout: absolute}, key)
 	if err != nil {
 		return fmt.Errorf("session store: %w", err)
 	}
 	defer store.Close() // stops the GC goroutine; never fails
 	store.MaxAge(int(cfg.MaxAge / time.Second))
 	store.Options.Secure = cfg.CookieSecure // with the default Path "/" and no Domain, as __Host- needs
+	expiry, err := expiryInEffect(startCtx, coll)
+	if err != nil {
+		return fmt.Errorf("session store: %w", err)
+	}
 	logger.Info("session store ready", "database", cfg.DBName, "collection", collectionName,
-		"expiry", store.ExpiryMode().String(), "max_age", cfg.MaxAge.String(), "cookie_secure", cfg.CookieSecure)
+		"expiry", expiryName(expiry), "max_age", cfg.MaxAge.String(), "absolute_timeout", absolute.String(),
+		"cookie_secure", cfg.CookieSecure)
 	if !cfg.CookieSecure {
 		logger.Info("COOKIE_SECURE is off: cookies also travel over plain HTTP; set COOKIE_SECURE=true behind HTTPS")
 	}
@@ -282,6 +289,8 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		Users:      users,
 		SessionKey: key,
 		Server:     server,
+		Expiry:     expiry,
+		Absolute:   absolute,
 		Ping:       func(ctx context.Context) error { return client.Ping(ctx, readpref.Primary()) },
 		Logger:     logger,
 	})
@@ -328,6 +337,75 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	}
 	<-serveErr // http.ErrServerClosed
 	return nil
+}
+
+// sessionLifetime is the longest a session lives from its creation,
+// however active, unless its MaxAge is longer.
+const sessionLifetime = 7 * 24 * time.Hour
+
+// absoluteTimeout is the store's Config.AbsoluteTimeout for sessions with
+// this MaxAge: a week, or maxAge if that is longer, so that a long MaxAge
+// is honoured in full. (It is what the store does with the field unset;
+// the app sets it to know it, for the home page.)
+func absoluteTimeout(maxAge time.Duration) time.Duration {
+	return max(sessionLifetime, maxAge)
+}
+
+// expiryInEffect says how expired sessions are deleted from coll, which
+// NewStore prepared with Config.Expiry unset (ExpiryAuto): ExpiryTTL if
+// the collection has the TTL index on expiresAt that the store creates
+// where the server accepts one, ExpiryGC (the store's GC goroutine)
+// otherwise. The store logs its choice but does not return it, so the app
+// reads the collection's indexes, once, at start.
+func expiryInEffect(ctx context.Context, coll *mongo.Collection) (mongostore.ExpiryMode, error) {
+	cursor, err := coll.Indexes().List(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("list the indexes of %s: %w", coll.Name(), err)
+	}
+	var specs []bson.Raw
+	if err := cursor.All(ctx, &specs); err != nil {
+		return 0, fmt.Errorf("list the indexes of %s: %w", coll.Name(), err)
+	}
+	for _, spec := range specs {
+		if isTTLIndexOn(spec, "expiresAt") {
+			return mongostore.ExpiryTTL, nil
+		}
+	}
+	return mongostore.ExpiryGC, nil
+}
+
+// isTTLIndexOn reports whether spec, as listIndexes returns it, is a TTL
+// index on field alone that deletes each document at the field's date
+// (expireAfterSeconds 0).
+func isTTLIndexOn(spec bson.Raw, field string) bool {
+	key, ok := spec.Lookup("key").DocumentOK()
+	if !ok {
+		return false
+	}
+	elems, err := key.Elements()
+	if err != nil || len(elems) != 1 || elems[0].Key() != field {
+		return false
+	}
+	ttl, err := spec.LookupErr("expireAfterSeconds")
+	if err != nil {
+		return false
+	}
+	seconds, ok := ttl.AsFloat64OK()
+	return ok && seconds == 0
+}
+
+// expiryName names an expiry mode for the log and the home page.
+func expiryName(m mongostore.ExpiryMode) string {
+	switch m {
+	case mongostore.ExpiryTTL:
+		return "ttl"
+	case mongostore.ExpiryGC:
+		return "gc"
+	case mongostore.ExpiryNone:
+		return "none"
+	default:
+		return "auto"
+	}
 }
 
 // closeWithin calls close and waits at most d for it to return. After d it

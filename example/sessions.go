@@ -30,7 +30,7 @@ const noDevice = "Unknown device"
 // loggedIn returns the session of the request and the name of its user;
 // when nobody is logged in it redirects to /login and returns ok false.
 func (a *app) loggedIn(w http.ResponseWriter, r *http.Request) (sess *sessions.Session, name string, ok bool) {
-	sess = mongostore.Session(r, a.sessionName)
+	sess = a.session(r)
 	name, ok = sess.Values[userKey].(string)
 	if !ok {
 		a.toLogin(w, r, sess)

@@ -43,7 +43,7 @@ func New(store *mongostore.Store) *Store {
 }
 
 // MongoStore returns the wrapped store, for what gin-contrib/sessions does
-// not cover: store.RegenerateID at login, store.ExpiresAt, store.Close.
+// not cover: store.RegenerateID at login, store.Times, store.Close.
 func (s *Store) MongoStore() *mongostore.Store {
 	return s.store
 }

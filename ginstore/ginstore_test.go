@@ -56,12 +56,12 @@ func newSessionApp(t *testing.T, store *ginstore.Store) *sessionApp {
 			c.String(http.StatusInternalServerError, "get: %v", err)
 			return
 		}
-		exp, ok := store.MongoStore().ExpiresAt(saved)
+		times, ok := store.MongoStore().Times(saved)
 		if !ok {
 			c.String(http.StatusInternalServerError, "saved session has no expiry")
 			return
 		}
-		app.expiresAt = exp
+		app.expiresAt = times.ExpiresAt
 		c.String(http.StatusOK, "ok")
 	})
 	app.router.GET("/get", func(c *gin.Context) {
