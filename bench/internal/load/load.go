@@ -1,0 +1,166 @@
+// Package load is the load loop of both benchmarks: workers running an op,
+// bounded by a count and a time, their latencies, and interleaved rounds.
+package load
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Op is one operation, by worker w; seq numbers a Run's operations from 0.
+type Op func(ctx context.Context, w, seq int) error
+
+// Batch is the outcome of one or more Runs.
+type Batch struct {
+	Lat     []time.Duration // latency of each completed op, failed ones included
+	Errors  int
+	First   error         // the first error, for the report
+	Elapsed time.Duration // wall time, summed over the Runs added
+	Rates   []float64     // ops per second of each Run added
+}
+
+// Run runs op from workers goroutines until count ops have started
+// (count <= 0: no limit), d has elapsed, stop is closed (nil: never) or ctx
+// is done. No op starts after that; those under way finish, and count
+// unless ctx cut them short.
+func Run(ctx context.Context, workers, count int, d time.Duration, stop <-chan struct{}, op Op) Batch {
+	start := time.Now()
+	var started atomic.Int64
+	parts := make([]Batch, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			p := &parts[w]
+			for ctx.Err() == nil && time.Since(start) < d {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				seq := int(started.Add(1)) - 1
+				if count > 0 && seq >= count {
+					return
+				}
+				t := time.Now()
+				err := op(ctx, w, seq)
+				lat := time.Since(t)
+				if ctx.Err() != nil {
+					return
+				}
+				p.Lat = append(p.Lat, lat)
+				if err != nil {
+					if p.Errors++; p.First == nil {
+						p.First = err
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var all Batch
+	for _, p := range parts {
+		all.Add(p)
+	}
+	all.Elapsed, all.Rates = time.Since(start), nil
+	return all
+}
+
+// Add adds the ops of o to b, and o's rate as one round's.
+func (b *Batch) Add(o Batch) {
+	b.Lat = append(b.Lat, o.Lat...)
+	if b.First == nil {
+		b.First = o.First
+	}
+	b.Errors += o.Errors
+	b.Elapsed += o.Elapsed
+	b.Rates = append(b.Rates, o.Rate())
+}
+
+// N is the number of ops.
+func (b Batch) N() int { return len(b.Lat) }
+
+// Rate is the ops per second.
+func (b Batch) Rate() float64 {
+	if b.Elapsed <= 0 {
+		return 0
+	}
+	return float64(len(b.Lat)) / b.Elapsed.Seconds()
+}
+
+// Percentile returns the nearest-rank percentile p of the latencies (0
+// without any).
+func (b Batch) Percentile(p float64) time.Duration {
+	if len(b.Lat) == 0 {
+		return 0
+	}
+	d := slices.Sorted(slices.Values(b.Lat))
+	return d[max(0, min(int(p*float64(len(d))+0.999999)-1, len(d)-1))]
+}
+
+// P50P99 formats the median and 99th percentile in milliseconds: "1.20 / 3.40".
+func (b Batch) P50P99() string {
+	if b.N() == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f / %.2f", Ms(b.Percentile(0.5)), Ms(b.Percentile(0.99)))
+}
+
+// String summarises b: "p50/p99 1.20 / 3.40 ms (2000 ops, 1 errors; first: …)".
+func (b Batch) String() string {
+	s := fmt.Sprintf("p50/p99 %s ms (%d ops", b.P50P99(), b.N())
+	if b.Errors > 0 {
+		s += fmt.Sprintf(", %d errors; first: %v", b.Errors, b.First)
+	}
+	return s + ")"
+}
+
+// Ms is d in milliseconds.
+func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// Rounds runs turn for each of names in rounds interleaved rounds, the
+// order rotated by one each round so that each name takes every place in
+// turn, and calls done (unless nil) after each round. It returns each
+// name's batches added up (a round counts only whole), and ctx's cause if
+// ctx ended it early.
+func Rounds(ctx context.Context, rounds int, names []string, turn func(name string) Batch,
+	done func(round int, order []string, got map[string]Batch)) (map[string]*Batch, error) {
+	total := map[string]*Batch{}
+	for _, n := range names {
+		total[n] = &Batch{}
+	}
+	for r := range rounds {
+		order := append(slices.Clone(names[r%len(names):]), names[:r%len(names)]...)
+		got := map[string]Batch{}
+		for _, n := range order {
+			if got[n] = turn(n); ctx.Err() != nil {
+				return total, fmt.Errorf("round %d cut short: %w", r+1, context.Cause(ctx))
+			}
+		}
+		for _, n := range names {
+			total[n].Add(got[n])
+		}
+		if done != nil {
+			done(r, order, got)
+		}
+	}
+	return total, nil
+}
+
+// PerRound is the median and range of the ratios of a's rate to base's,
+// round by round: "0.950 (0.900–1.010)", or "-".
+func PerRound(a, base *Batch) string {
+	if len(a.Rates) == 0 || len(a.Rates) != len(base.Rates) || slices.Contains(base.Rates, 0) {
+		return "-"
+	}
+	x := make([]float64, len(a.Rates))
+	for i, r := range a.Rates {
+		x[i] = r / base.Rates[i]
+	}
+	slices.Sort(x)
+	n := len(x)
+	return fmt.Sprintf("%.3f (%.3f–%.3f)", (x[(n-1)/2]+x[n/2])/2, x[0], x[n-1])
+}

@@ -1,0 +1,109 @@
+// Command bench measures mongostore against the bare driver sending the
+// same commands, in interleaved rounds (the machine is shared and noisy):
+//
+//	bench scale [flags]  # make scale: loads, expiry and per-user listings at 10k to 1M sessions (scale.go)
+//	bench http [flags]   # make bench-http: req/s through HTTP handlers, beside laziness-coders/mongostore (http.go)
+//
+// Both use $MONGODB_URI or -uri, or without either the embedded FerretDB v1
+// server, in process. Exit status 1: the run failed (lost sessions, failed
+// requests); 2: bad usage. Every call to mongostore is in
+// internal/lib/store.go.
+package main
+
+import (
+	"context"
+	"encoding/gob"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/gorilla/sessions"
+
+	"github.com/mongostore/mongostore/bench/internal/db"
+)
+
+// errUsage marks errors in the command line.
+var errUsage = errors.New("usage")
+
+// common are the flags of both subcommands.
+type common struct {
+	uri, db string
+	timeout time.Duration
+}
+
+// A subcommand registers its flags on fs and returns the function that
+// checks them once parsed ("" if right) and the one that runs it.
+type subcommand func(fs *flag.FlagSet, c *common) (check func() string, run func(context.Context, io.Writer) error)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	if err != nil && !errors.Is(err, flag.ErrHelp) {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// run runs the subcommand of args, printing to out (flag errors to stderr).
+func run(ctx context.Context, args []string, out, stderr io.Writer) (err error) {
+	cmds := map[string]subcommand{"scale": scale, "http": httpBench}
+	if len(args) == 0 || cmds[args[0]] == nil {
+		return fmt.Errorf("%w: bench scale|http [flags]", errUsage)
+	}
+	fs := flag.NewFlagSet("bench "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &common{}
+	fs.StringVar(&c.uri, "uri", os.Getenv("MONGODB_URI"), "MongoDB URI (default $MONGODB_URI)")
+	fs.StringVar(&c.db, "db", "mongostore_"+args[0], "database")
+	fs.DurationVar(&c.timeout, "timeout", map[string]time.Duration{"scale": 20 * time.Minute, "http": 5 * time.Minute}[args[0]],
+		"total time budget; the run stops when it is spent")
+	check, do := cmds[args[0]](fs, c)
+	err = fs.Parse(args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return err
+	}
+	msg := check()
+	switch {
+	case err != nil:
+		msg = err.Error()
+	case fs.NArg() > 0:
+		msg = fmt.Sprintf("unexpected arguments: %q", fs.Args())
+	case c.db == "" || c.timeout <= 0:
+		msg = "-db must not be empty, -timeout must be positive"
+	}
+	if msg != "" {
+		return fmt.Errorf("%w: %s", errUsage, msg)
+	}
+	gob.Register(time.Time{}) // loginAt, for gob codecs
+	ctx, cancel := context.WithTimeoutCause(ctx, c.timeout, fmt.Errorf("time budget (-timeout %v) spent", c.timeout))
+	defer cancel()
+	if c.uri == "" {
+		fmt.Fprintln(out, "no MONGODB_URI: running the embedded FerretDB v1 server in process")
+		uri, stop, serr := db.StartEmbedded(ctx)
+		if serr != nil {
+			return fmt.Errorf("embedded server: %w", serr)
+		}
+		defer func() { err = errors.Join(err, stop()) }()
+		c.uri = uri
+	}
+	return do(ctx, out)
+}
+
+// fill gives a session the values of user i, as a login would.
+func fill(session *sessions.Session, i int) {
+	session.Values["uid"] = 100_000 + i
+	session.Values["name"] = []string{"Alice Martin", "Bob Okafor", "Chloé Nguyen", "Dmitri Schmidt"}[i%4]
+	session.Values["roles"] = []string{"member", "editor"}
+	session.Values["loginAt"] = time.Now().UTC().Truncate(time.Second)
+	session.Values["counter"] = 0
+	session.AddFlash("Welcome back!")
+}
