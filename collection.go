@@ -303,13 +303,14 @@ func (c collection) createExpiresAtIndex(ctx context.Context, ttl bool) error {
 }
 
 // createOwnerIndex creates the index {owner: 1, expiresAt: 1} of the
-// documents that have an owner.
-func (c collection) createOwnerIndex(ctx context.Context) error {
-	partial := bson.D{{Key: fieldOwner, Value: bson.D{{Key: "$exists", Value: true}}}}
-	return c.createIndex(ctx, mongo.IndexModel{
-		Keys:    bson.D{{Key: fieldOwner, Value: 1}, {Key: fieldExpiresAt, Value: 1}},
-		Options: options.Index().SetName(ownerIndexName).SetPartialFilterExpression(partial),
-	})
+// documents that have an owner, or if partial is false, a sparse one (for
+// servers without partial indexes; it holds every document).
+func (c collection) createOwnerIndex(ctx context.Context, partial bool) error {
+	opts := options.Index().SetName(ownerIndexName).SetSparse(true)
+	if partial {
+		opts = options.Index().SetName(ownerIndexName).SetPartialFilterExpression(bson.D{{Key: fieldOwner, Value: bson.D{{Key: "$exists", Value: true}}}})
+	}
+	return c.createIndex(ctx, mongo.IndexModel{Keys: bson.D{{Key: fieldOwner, Value: 1}, {Key: fieldExpiresAt, Value: 1}}, Options: opts})
 }
 
 func (c collection) createIndex(ctx context.Context, model mongo.IndexModel) error {
