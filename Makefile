@@ -4,7 +4,7 @@
 # including its end-to-end test in headless Chromium.
 
 GO ?= go
-MODULES := . embeddb example ginstore cmd/loadbench/peers
+MODULES := . embeddb example ginstore bench
 # Extra flags for go test, e.g. TESTFLAGS=-v (CI's DocumentDB leg, to see skips).
 TESTFLAGS ?=
 # Executions per fuzz target: a count, not a duration. A duration can end in
@@ -56,34 +56,36 @@ bench:
 run:
 	cd example && $(GO) run .
 
-# Scale benchmark (cmd/scale): load latency and expiry at 10k, 100k (and with
-# SCALE_FLAGS='-n 10000,100000,1000000', 1M) sessions, against MONGODB_URI or,
-# when it is empty, an embedded FerretDB server started for the run.
+# The benchmarks are the nested module bench (its own go.mod, so that this
+# one needs neither FerretDB nor mongo-driver v1): one command, bench, with
+# a subcommand each. See bench/main.go.
+#
+# Scale benchmark (bench scale): load latency, expiry and per-user listings
+# at 10k, 100k (and with SCALE_FLAGS='-n 10k,100k,1m', 1M) sessions, against
+# MONGODB_URI or, when it is empty, the embedded FerretDB v1 server, run in
+# process.
 SCALE_FLAGS ?=
 .PHONY: scale
 scale:
-	$(GO) run ./cmd/scale $(SCALE_FLAGS)
+	$(GO) run -C bench . scale $(SCALE_FLAGS)
 
-# HTTP load benchmark (cmd/loadbench): requests through the store and its
+# HTTP load benchmark (bench http): requests through the store and its
 # middleware against the bare driver sending the same commands, and against
 # github.com/laziness-coders/mongostore (mongo-driver v1; what
 # gin-contrib/sessions wraps), all in the same interleaved rounds, req/s
 # ratios in markdown tables; against MONGODB_URI or, when it is empty, the
-# FerretDB v2 + DocumentDB server of ../shared/docdb/docdb.sh. The peer
-# needs driver v1, so bench-http runs cmd/loadbench/peers, a module of its
-# own; bench-http-store runs cmd/loadbench alone, without it. Flags in
+# FerretDB v2 + DocumentDB server of ../shared/docdb/docdb.sh. Flags in
 # BENCH_HTTP_FLAGS, e.g. BENCH_HTTP_FLAGS='-users 16 -rounds 5 -cpuprofile cpu.pprof'
 # (paths relative to this directory).
 BENCH_HTTP_FLAGS ?=
-.PHONY: bench-http bench-http-store
-bench-http bench-http-store:
+.PHONY: bench-http
+bench-http:
 	@uri="$${MONGODB_URI:-}"; \
 	if [ -z "$$uri" ]; then \
 		uri="$$(../shared/docdb/docdb.sh start | tail -n 1)"; \
 		case "$$uri" in mongodb://*) ;; *) echo "$@: ../shared/docdb/docdb.sh start gave no URI" >&2; exit 1;; esac; \
 	fi; \
-	if [ "$@" = bench-http ]; then pkg=./cmd/loadbench/peers; else pkg=./cmd/loadbench; fi; \
 	dir="$$(mktemp -d)" && trap 'rm -rf "$$dir"' EXIT && \
-	$(GO) build -C "$$pkg" -o "$$dir/loadbench" . && \
-	echo "== $$pkg against $$uri" && \
-	MONGODB_URI="$$uri" "$$dir/loadbench" $(BENCH_HTTP_FLAGS)
+	$(GO) build -C bench -o "$$dir/bench" . && \
+	echo "== bench http against $$uri" && \
+	MONGODB_URI="$$uri" "$$dir/bench" http $(BENCH_HTTP_FLAGS)
