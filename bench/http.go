@@ -139,6 +139,7 @@ func (h *httpRun) setUp(ctx context.Context, out io.Writer) error {
 	if h.store, err = lib.Open(ctx, coll, "auto", logger, key); err != nil {
 		return err
 	}
+	h.closers = append(h.closers, func(context.Context) error { h.store.Close(); return nil })
 	if err := h.floor.record(ctx, h.uri, coll, logger, key); err != nil {
 		return err
 	}
@@ -355,6 +356,7 @@ func (f *floor) record(ctx context.Context, uri string, coll *mongo.Collection, 
 	if err != nil {
 		return err
 	}
+	defer store.Close()
 	cookie, err := store.Create(ctx, cookieName, func(s *sessions.Session) { fill(s, 0) }, "", "", increment)
 	if err != nil || f.update == nil {
 		return fmt.Errorf("record the store's findAndModify: %v", err)

@@ -310,9 +310,11 @@ func (s *scaleRun) sweep(ctx context.Context, coll *mongo.Collection, loadOp loa
 	}
 	defer disconnect(ctx)
 	c := client.Database(coll.Database().Name()).Collection(coll.Name())
-	if _, err := lib.Open(ctx, c, "gc", slog.New(slog.DiscardHandler), db.RandomBytes(32)); err != nil {
+	gc, err := lib.Open(ctx, c, "gc", slog.New(slog.DiscardHandler), db.RandomBytes(32))
+	if err != nil {
 		return 0, err
 	}
+	defer gc.Close()
 	timeout := time.NewTimer(s.phaseTimeout)
 	defer timeout.Stop()
 	select {

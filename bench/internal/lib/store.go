@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 
 	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -38,7 +39,12 @@ func Open(ctx context.Context, coll *mongo.Collection, expiry string, logger *sl
 }
 
 // TTLUnsupported says whether Open's err means the server refuses TTL indexes.
-func TTLUnsupported(err error) bool { return errors.Is(err, mongostore.ErrTTLUnsupported) }
+func TTLUnsupported(err error) bool {
+	return errors.Is(err, mongostore.ErrInvalidConfig) && strings.Contains(err.Error(), "refuses TTL indexes")
+}
+
+// Close stops the store's GC goroutine, if any.
+func (s *Store) Close() { _ = s.s.Close() }
 
 // Sessions is the store as a sessions.Store (Get; session.Save calls Save).
 func (s *Store) Sessions() sessions.Store { return s.s }
@@ -46,7 +52,7 @@ func (s *Store) Sessions() sessions.Store { return s.s }
 // Middleware is the store's middleware with the default options; inside
 // it, Get returns the middleware's session.
 func (s *Store) Middleware(name string) func(http.Handler) http.Handler {
-	return s.s.Middleware(name, mongostore.MiddlewareOptions{})
+	return s.s.Middleware(name, nil)
 }
 
 // Load loads the session of cookie, as a handler's Get would.
