@@ -193,3 +193,6 @@ func (t *sessionTable) len() int {
 	t.sweep()
 	return len(t.m)
 }
+
+// modeName returns the name of an expiry mode, for test messages.
+func modeName(m ExpiryMode) string { return [...]string{"auto", "ttl", "gc", "none"}[m] }
