@@ -250,14 +250,10 @@ func (d *compactDecoder) fail(what string) {
 
 // varint reads a varint, or with unsigned a uvarint, as a uint64.
 func (d *compactDecoder) varint(unsigned bool) uint64 {
-	var v uint64
-	var n int
-	if unsigned {
-		v, n = binary.Uvarint(d.b)
-	} else {
-		var i int64
-		i, n = binary.Varint(d.b)
-		v = uint64(i)
+	v, n := binary.Uvarint(d.b)
+	if !unsigned {
+		i, m := binary.Varint(d.b)
+		v, n = uint64(i), m
 	}
 	if n <= 0 {
 		d.fail("bad varint")
@@ -292,6 +288,7 @@ func (d *compactDecoder) bytes() []byte {
 
 func (d *compactDecoder) string() string { return string(d.bytes()) }
 
+// fixed reads n bytes.
 func (d *compactDecoder) fixed(n int) []byte {
 	if len(d.b) < n {
 		d.fail("short fixed-size value")

@@ -376,4 +376,3 @@ func TestCloseStopsABlockedSweep(t *testing.T) {
 		t.Fatalf("the sweep stopped by Close was logged as a failure:\n%s", logs)
 	}
 }
-

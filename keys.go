@@ -31,11 +31,8 @@ func newSessionID() string {
 
 // validSessionID reports whether id has the form newSessionID gives.
 func validSessionID(id string) bool {
-	if len(id) != idEncoding.EncodedLen(idBytes) {
-		return false
-	}
-	_, err := idEncoding.DecodeString(id)
-	return err == nil
+	b, err := idEncoding.DecodeString(id)
+	return err == nil && len(b) == idBytes
 }
 
 // docID returns the _id of session ID id's document: its hex SHA-256, so

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"reflect"
@@ -63,15 +64,6 @@ func (s *Store) answerError(w http.ResponseWriter, r *http.Request, err error) {
 	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 }
 
-// saveReason says why the middleware writes a session.
-type saveReason int
-
-const (
-	noSave     saveReason = iota
-	saveChange            // values or options changed, or the session ends
-	saveTouch             // unchanged, but its expiry is due to slide forward
-)
-
 // sessionWriter saves the session before the response starts.
 type sessionWriter struct {
 	http.ResponseWriter
@@ -88,23 +80,19 @@ type sessionWriter struct {
 	encoded   []byte      // the values as the change check encoded them, for the save
 }
 
-// reason says whether and why the session is to be written now.
-func (w *sessionWriter) reason() saveReason {
+// due says whether the session is to be written now, and whether only to
+// slide its expiry forward (touch).
+func (w *sessionWriter) due() (write, touch bool) {
 	st := w.store.states.get(w.session)
 	if w.mustWrite(st) {
-		return saveChange
+		return true, false
 	}
-	if st.id == "" {
-		return noSave
+	interval := w.store.cfg.TouchInterval
+	if interval == 0 {
+		interval = min(w.store.idleTimeout(st.options.MaxAge)/10, maxTouchInterval)
 	}
-	touch := w.store.cfg.TouchInterval
-	if touch == 0 {
-		touch = min(w.store.idleTimeout(st.options.MaxAge)/10, maxTouchInterval)
-	}
-	if touch > 0 && !w.store.cfg.Now().Before(st.updatedAt.Add(touch)) {
-		return saveTouch
-	}
-	return noSave
+	touch = st.id != "" && interval > 0 && !w.store.cfg.Now().Before(st.updatedAt.Add(interval))
+	return touch, touch
 }
 
 // mustWrite reports whether the session is to end or changed. A new, empty
@@ -151,16 +139,13 @@ func (w *sessionWriter) changed(st sessionState) bool {
 func (w *sessionWriter) commit() {
 	w.once.Do(func() {
 		w.committed = true
-		if reason := w.reason(); reason != noSave {
+		if write, touch := w.due(); write {
 			w.stored = nil // what is stored is about to change
 			err := w.save(w.ResponseWriter)
-			if err != nil && (reason != saveTouch || !errors.Is(err, ErrSessionGone)) { // a touch of a session ended elsewhere changed nothing
+			if err != nil && (!touch || !errors.Is(err, ErrSessionGone)) { // a touch of a session ended elsewhere changed nothing
 				w.failed = true
-				h := w.ResponseWriter.Header()
-				clear(h) // drop what the handler set for its own response
-				for k, v := range w.baseHeader {
-					h[k] = v
-				}
+				clear(w.ResponseWriter.Header()) // drop what the handler set for its own response
+				maps.Copy(w.ResponseWriter.Header(), w.baseHeader)
 				w.onError(w.ResponseWriter, w.req, err)
 				return
 			}
