@@ -150,19 +150,15 @@ func (s *Store) ensurePlainIndex(ctx context.Context, specs []bson.Raw) error {
 	return s.coll.createExpiresAtIndex(ctx, false)
 }
 
-// ensureOwnerIndex makes sure the owner index exists: partial, or sparse
-// where the server refuses partial indexes (FerretDB v1). Without it,
-// listing scans.
+// ensureOwnerIndex makes sure the owner index exists. Without it, listing
+// scans.
 func (s *Store) ensureOwnerIndex(ctx context.Context, specs []bson.Raw) error {
 	for _, spec := range specs {
 		if name, _ := spec.Lookup("name").StringValueOK(); name == ownerIndexName {
 			return nil
 		}
 	}
-	err := s.coll.createOwnerIndex(ctx, true)
-	if unsupported(err) {
-		err = s.coll.createOwnerIndex(ctx, false)
-	}
+	err := s.coll.createOwnerIndex(ctx)
 	if unsupported(err) {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: the server refuses the owner index; listing a user's sessions scans the collection",
 			slog.String("collection", s.coll.c.Name()), slog.String("error", err.Error()))
