@@ -50,8 +50,14 @@ fuzz:
 		$(GO) test -run='^$$' -fuzz="^$$f$$" -fuzztime=$(FUZZTIME) . || exit 1; \
 	done
 
+# Go benchmarks of the bench module (bench/bench_test.go): the store's load,
+# save and middleware beside the bare driver sending the same commands, and
+# the default codec's share, with allocations; against MONGODB_URI or, when
+# it is empty, an embedded FerretDB v1 server in process. Extra flags in
+# BENCH_FLAGS, e.g. BENCH_FLAGS='-benchtime=2000x -bench=Load'.
+BENCH_FLAGS ?=
 bench:
-	$(GO) test -run='^$$' -bench=. -benchmem -count=1 .
+	$(GO) test -C bench -run='^$$' -bench=. -benchmem -count=1 $(BENCH_FLAGS) .
 
 run:
 	cd example && $(GO) run .

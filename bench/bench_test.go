@@ -3,9 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
+	"log/slog"
+	"net/http"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/gorilla/sessions"
+
+	"github.com/mongostore/mongostore/bench/internal/db"
+	"github.com/mongostore/mongostore/bench/internal/lib"
 )
 
 // runOK runs bench with args and checks that it succeeds and prints want.
@@ -36,4 +45,144 @@ func TestHTTP(t *testing.T) {
 	runOK(t, []string{"http", "-db", "mongostore_loadbench_test", "-users", "2", "-rounds", "2", "-round", "150ms",
 		"-warmup", "50ms", "-timeout", "2m"},
 		"| rw | floor | ", "| ro | middleware | ", "| rw | laziness | ", "| ro | store ÷ laziness | ", "mongo-driver v1.")
+}
+
+// The Go benchmarks (make bench) put the store beside the bare driver
+// sending its commands (bench http's floor) on a copy of its document, as
+// sub-benchmarks "store" and "driver"; "store-nullcodec" is the store with
+// a codec that does nothing: the difference is the default codec's cost.
+
+// env: a store with a session of fill's values, the floor with one user, their requests.
+type env struct {
+	store         *lib.Store
+	floor         floor
+	user          *floorUser
+	req, floorReq *http.Request
+}
+
+// newEnv sets up an env with codec on $MONGODB_URI, or an embedded server.
+func newEnv(b *testing.B, codec lib.Codec) *env {
+	ctx, e, uri := context.Background(), &env{}, os.Getenv("MONGODB_URI")
+	if uri == "" {
+		embedded, stop, err := db.StartEmbedded(ctx)
+		must(b, err)
+		b.Cleanup(func() { _ = stop() })
+		uri = embedded
+	}
+	client, _, disconnect, err := db.Connect(ctx, uri, nil)
+	must(b, err)
+	coll := client.Database("mongostore_gobench").Collection("bench_" + db.RandomHex(8))
+	b.Cleanup(func() { _ = errors.Join(coll.Drop(ctx), disconnect(ctx)) })
+	key, quiet := db.RandomBytes(32), slog.New(slog.DiscardHandler)
+	e.store, err = lib.Open(ctx, coll, "none", codec, quiet, key)
+	must(b, err)
+	b.Cleanup(e.store.Close)
+	cookie, err := e.store.Create(ctx, cookieName, func(s *sessions.Session) { fill(s, 0) }, "", "", nil)
+	must(b, err)
+	must(b, e.floor.record(ctx, uri, coll, quiet, key))
+	users, err := e.floor.setUp(ctx, coll, 1, io.Discard)
+	must(b, err)
+	e.user, e.req, e.floorReq = users[0], lib.Request(ctx, cookie), lib.Request(ctx, &http.Cookie{Name: cookieName, Value: users[0].cookie})
+	return e
+}
+
+// nullCodec returns the same bytes (the default codec's size) and values, every time.
+type nullCodec struct {
+	data   []byte
+	values map[any]any
+}
+
+func (c nullCodec) Encode(map[any]any) ([]byte, error) { return c.data, nil }
+func (c nullCodec) Decode([]byte) (map[any]any, error) { return c.values, nil }
+
+// nullEnv is an env with a nullCodec made from e's store, of the default codec.
+func (e *env) nullEnv(b *testing.B) *env {
+	_, data, _ := e.floor.update.Lookup("$set", "data").BinaryOK() // an envelope byte, then the codec's
+	_, s := e.load(b)
+	return newEnv(b, nullCodec{make([]byte, max(len(data)-1, 0)), s.Values})
+}
+
+func must(b *testing.B, err error) {
+	if err != nil {
+		b.Helper()
+		b.Fatal(err)
+	}
+}
+
+// load gets the session as a handler does, on a fresh copy of e.req (Get caches per request).
+func (e *env) load(b *testing.B) (*http.Request, *sessions.Session) {
+	r := e.req.WithContext(context.Background())
+	session, err := e.store.Sessions().Get(r, cookieName)
+	if err != nil || session.IsNew {
+		b.Fatalf("Get: new %v, %v", session.IsNew, err)
+	}
+	return r, session
+}
+
+// saver loads the session and returns an op that changes and saves it.
+func (e *env) saver(b *testing.B) func(*testing.B) {
+	r, session := e.load(b)
+	w := &writer{h: http.Header{}}
+	return func(b *testing.B) {
+		increment(session)
+		clear(w.h)
+		must(b, session.Save(r, w))
+	}
+}
+
+// serve returns an op that serves h a copy of r and checks its status.
+func serve(h http.Handler, r *http.Request) func(*testing.B) {
+	w := &writer{h: http.Header{}}
+	return func(b *testing.B) {
+		clear(w.h)
+		if h.ServeHTTP(w, r.WithContext(context.Background())); w.code > http.StatusOK {
+			b.Fatalf("status %d", w.code)
+		}
+	}
+}
+
+// writer is a ResponseWriter that keeps the header and the last status, not the body.
+type writer struct {
+	h    http.Header
+	code int
+}
+
+func (w *writer) Header() http.Header         { return w.h }
+func (w *writer) Write(p []byte) (int, error) { return len(p), nil }
+func (w *writer) WriteHeader(code int)        { w.code = code }
+
+// subs runs sub-benchmarks called names, each looping over its op.
+func subs(b *testing.B, names []string, ops ...func(*testing.B)) {
+	for i, op := range ops {
+		b.Run(names[i], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				op(b)
+			}
+		})
+	}
+}
+
+// BenchmarkLoad: store.Get of a stored session by its cookie, against FindOne({_id}).
+func BenchmarkLoad(b *testing.B) {
+	e := newEnv(b, nil)
+	null := e.nullEnv(b)
+	subs(b, []string{"store", "store-nullcodec", "driver"}, func(b *testing.B) { e.load(b) }, func(b *testing.B) { null.load(b) },
+		func(b *testing.B) { must(b, e.floor.find(context.Background(), e.user)) })
+}
+
+// BenchmarkSave: session.Save of a changed session, against the floor's FindOneAndUpdate.
+func BenchmarkSave(b *testing.B) {
+	e := newEnv(b, nil)
+	subs(b, []string{"store", "store-nullcodec", "driver"}, e.saver(b), e.nullEnv(b).saver(b),
+		func(b *testing.B) { must(b, e.floor.save(context.Background(), e.user)) })
+}
+
+// BenchmarkMiddleware serves bench http's handler in the store's middleware,
+// read-only (ro) or changing the session (rw), against the floor's handler.
+func BenchmarkMiddleware(b *testing.B) {
+	e := newEnv(b, nil)
+	mw, ss := e.store.Middleware(cookieName), e.store.Sessions()
+	subs(b, []string{"ro/store", "ro/driver", "rw/store", "rw/driver"}, serve(mw(handle(ss, "ro", false)), e.req),
+		serve(e.floor.handler(false), e.floorReq), serve(mw(handle(ss, "rw", false)), e.req), serve(e.floor.handler(true), e.floorReq))
 }

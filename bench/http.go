@@ -1,14 +1,11 @@
 package main
 
 // bench http: -users clients per variant, each with its own session, loop
-// requests to an in-process server on a loopback port, in read-write (rw)
-// and read-only (ro) modes, in interleaved rounds whose order rotates,
-// through: floor, the bare driver sending the store's commands (type
-// floor); store, store.Get and in rw mode a change and session.Save;
-// middleware, the same handler in the store's middleware, which saves;
-// laziness, github.com/laziness-coders/mongostore (laziness.go) through the
-// store's handler. It prints req/s, p50, p99 and req/s ratios to the floor
-// and to laziness, over all rounds and per round (median and range).
+// requests to an in-process server, read-write (rw) and read-only (ro), in
+// interleaved rounds, through: floor, the bare driver sending the store's
+// commands; store, Get and in rw a change and Save; middleware, the same
+// in the store's middleware; laziness, laziness-coders/mongostore (laziness.go).
+// It prints req/s, p50, p99, and req/s ratios to the floor and to laziness.
 
 import (
 	"context"
@@ -122,9 +119,8 @@ func (h *httpRun) run(ctx context.Context, out io.Writer) (err error) {
 	return errors.Join(err, h.writeTables(out))
 }
 
-// setUp connects, opens the stores, records the store's update for the
-// floor, starts the server and logs every user in, leaving in h.closers
-// what releases all that, even after an error.
+// setUp connects, opens the stores, records the store's update, starts the
+// server and logs every user in; h.closers release it all, even on error.
 func (h *httpRun) setUp(ctx context.Context, out io.Writer) error {
 	client, server, disconnect, err := db.Connect(ctx, h.uri, nil)
 	if err != nil {
@@ -135,12 +131,11 @@ func (h *httpRun) setUp(ctx context.Context, out io.Writer) error {
 	lazyColl := client.Database(h.db).Collection(coll.Name() + "_laziness")
 	h.closers = append(h.closers, func(ctx context.Context) error { return errors.Join(coll.Drop(ctx), lazyColl.Drop(ctx)) })
 	key := db.RandomBytes(32)
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if h.store, err = lib.Open(ctx, coll, "auto", logger, key); err != nil {
+	if h.store, err = lib.Open(ctx, coll, "auto", nil, h.logger, key); err != nil {
 		return err
 	}
 	h.closers = append(h.closers, func(context.Context) error { h.store.Close(); return nil })
-	if err := h.floor.record(ctx, h.uri, coll, logger, key); err != nil {
+	if err := h.floor.record(ctx, h.uri, coll, h.logger, key); err != nil {
 		return err
 	}
 	if h.lazy, h.lazyAbout, disconnect, err = openLaziness(ctx, h.uri, lazyColl, key, h.floor.cookie.MaxAge, out); err != nil {
@@ -172,11 +167,14 @@ func (h *httpRun) setUp(ctx context.Context, out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "server %s; collection %s.%s; http %s; %d users per variant\n", server, h.db, coll.Name(), h.baseURL, h.users)
-	return h.floor.setUp(ctx, coll, h.clients[floorV], base, out)
+	users, err := h.floor.setUp(ctx, coll, h.users, out)
+	for i, u := range users {
+		h.clients[floorV][i].Jar.SetCookies(base, []*http.Cookie{{Name: cookieName, Value: u.cookie, Path: "/"}})
+	}
+	return err
 }
 
-// routes are /login/{store,middleware,laziness}?u=N, which create user N's
-// session, and the measured /{rw,ro}/{floor,store,middleware,laziness}.
+// routes: /login/{variant}?u=N makes user N's session; /{rw,ro}/{variant} are measured.
 func (h *httpRun) routes() http.Handler {
 	mux := http.NewServeMux()
 	mw := h.store.Middleware(cookieName)
@@ -185,8 +183,8 @@ func (h *httpRun) routes() http.Handler {
 		mux.Handle("GET /"+kind+"/"+storeV, handle(h.store.Sessions(), kind, true))
 		mux.Handle("GET /"+kind+"/"+lazinessV, handle(h.lazy, kind, true))
 	}
-	mux.HandleFunc("GET /ro/floor", h.floor.read)
-	mux.HandleFunc("GET /rw/floor", h.floor.readWrite)
+	mux.Handle("GET /ro/floor", h.floor.handler(false))
+	mux.Handle("GET /rw/floor", h.floor.handler(true))
 	return mux
 }
 
@@ -197,22 +195,20 @@ func handle(store sessions.Store, kind string, save bool) http.Handler {
 		session, err := store.Get(r, cookieName)
 		switch {
 		case err != nil:
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
 		case kind == "login":
 			i, _ := strconv.Atoi(r.URL.Query().Get("u"))
 			fill(session, i)
 		case session.IsNew || session.Values["uid"] == nil:
-			http.Error(w, "session not loaded", http.StatusUnauthorized)
-			return
+			err = errors.New("session not loaded")
 		case kind == "rw":
 			increment(session)
 		}
-		if save && kind != "ro" {
-			if err := session.Save(r, w); err != nil {
-				http.Error(w, err.Error(), http.StatusInternalServerError)
-				return
-			}
+		if err == nil && save && kind != "ro" {
+			err = session.Save(r, w)
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
 		}
 		writeOK(w)
 	})
@@ -231,10 +227,7 @@ func writeOK(w http.ResponseWriter) {
 
 // get sends a GET with c and reads the response; all but 200 is an error.
 func get(ctx context.Context, c *http.Client, url string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil) // our URLs parse
 	resp, err := c.Do(req)
 	if err != nil {
 		return err
@@ -269,8 +262,7 @@ func (h *httpRun) measure(ctx context.Context, mode string, out io.Writer) (map[
 	})
 }
 
-// writeTables prints the markdown tables (per-round ratios are moved less
-// by bursts of load from elsewhere) and returns the requests' errors.
+// writeTables prints the tables (per round: less moved by bursts) and the requests' errors.
 func (h *httpRun) writeTables(out io.Writer) (err error) {
 	fmt.Fprintf(out, "\n%d users per variant; %d rounds of %v per variant and mode\n\n", h.users, h.rounds, h.round)
 	fmt.Fprintln(out, "| mode | variant | requests | req/s | p50 ms | p99 ms | ratio to floor | per round: median (range) | goal | errors |")
@@ -313,11 +305,8 @@ func ratios(r, base *load.Batch, perRound bool, goal float64) string {
 	return fmt.Sprintf("%.3f | %s | %s", x, rounds, verdict)
 }
 
-// floor is bench http's bare-driver variant: FindOne({_id}) of the cookie's
-// document and, in rw mode, the store's findAndModify {_id} (pre-image) with
-// the store's update, and the cookie. Its update and documents copy what the
-// store sent (seen by a command monitor) and wrote, binaries and strings
-// random of the same sizes, dates moved: the floor follows the store.
+// floor is the bare driver sending the store's commands, its documents and
+// update copies of the store's (random bytes of the same sizes, dates moved).
 type floor struct {
 	coll     *mongo.Collection
 	update   bson.Raw    // of the store's findAndModify
@@ -338,9 +327,8 @@ type floorUser struct {
 // offset is a date of the floor's update: the time of the request plus it.
 type offset time.Duration
 
-// record creates and changes a session through a store like the measured
-// one, on a client with a command monitor, and keeps the update of the
-// findAndModify that saves the change, and the cookie.
+// record creates and changes a session through a store on a client with a
+// command monitor, and keeps the cookie and the update of the findAndModify.
 func (f *floor) record(ctx context.Context, uri string, coll *mongo.Collection, logger *slog.Logger, key []byte) error {
 	// The monitor runs in the goroutine that sends the command: Create's.
 	client, _, disconnect, err := db.Connect(ctx, uri, &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
@@ -352,7 +340,7 @@ func (f *floor) record(ctx context.Context, uri string, coll *mongo.Collection, 
 		return err
 	}
 	defer disconnect(ctx)
-	store, err := lib.Open(ctx, client.Database(coll.Database().Name()).Collection(coll.Name()), "auto", logger, key)
+	store, err := lib.Open(ctx, client.Database(coll.Database().Name()).Collection(coll.Name()), "auto", nil, logger, key)
 	if err != nil {
 		return err
 	}
@@ -366,77 +354,70 @@ func (f *floor) record(ctx context.Context, uri string, coll *mongo.Collection, 
 	return nil
 }
 
-// setUp inserts copies of the store's documents, a cookie for each client.
-func (f *floor) setUp(ctx context.Context, coll *mongo.Collection, clients []*http.Client, base *url.URL, out io.Writer) error {
+// setUp inserts n copies of the store's documents, for n users.
+func (f *floor) setUp(ctx context.Context, coll *mongo.Collection, n int, out io.Writer) ([]*floorUser, error) {
 	f.coll = coll
 	readAt := time.Now()
 	templates, err := db.Read(ctx, coll, 64)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	users := map[string]*floorUser{}
-	docs := make([]any, len(clients))
-	for i, c := range clients {
+	users, list, docs := map[string]*floorUser{}, make([]*floorUser, n), make([]any, n)
+	for i := range n {
 		doc, err := db.Reshape(templates[i%len(templates)], func(t time.Time) any { return time.Now().Add(t.Sub(readAt)) })
 		if err != nil {
-			return err
+			return nil, err
 		}
 		u := &floorUser{id: doc[0].Value /* the server sends _id first */, cookie: db.RandomHex(len(f.cookie.Value))}
 		for k := range u.updates {
 			if u.updates[k], err = db.Reshape(f.update, func(t time.Time) any { return offset(t.Sub(f.sentAt).Round(time.Second)) }); err != nil {
-				return err
+				return nil, err
 			}
 		}
-		users[u.cookie], docs[i] = u, doc
-		c.Jar.SetCookies(base, []*http.Cookie{{Name: cookieName, Value: u.cookie, Path: "/"}})
+		users[u.cookie], list[i], docs[i] = u, u, doc
 	}
 	if _, err := coll.InsertMany(ctx, docs); err != nil {
-		return fmt.Errorf("insert the floor's documents: %w", err)
+		return nil, fmt.Errorf("insert the floor's documents: %w", err)
 	}
 	f.users.Store(&users)
 	fmt.Fprintf(out, "floor: %d documents copied from %d of the store's; the store's update %s\n", len(docs), len(templates), f.update)
-	return nil
+	return list, nil
 }
 
-// user finds the document of the request's cookie as the store's load does.
-func (f *floor) user(w http.ResponseWriter, r *http.Request) *floorUser {
-	var u *floorUser
-	if c, err := r.Cookie(cookieName); err == nil && f.users.Load() != nil {
-		u = (*f.users.Load())[c.Value]
-	}
-	if u == nil {
-		http.Error(w, "no session", http.StatusUnauthorized)
-		return nil
-	}
-	if _, err := f.coll.FindOne(r.Context(), bson.D{{Key: "_id", Value: u.id}}).Raw(); err != nil {
-		http.Error(w, "find: "+err.Error(), http.StatusInternalServerError)
-		return nil
-	}
-	return u
-}
-
-func (f *floor) read(w http.ResponseWriter, r *http.Request) {
-	if f.user(w, r) != nil {
+// handler is the floor's: the store's load of the cookie's document and,
+// in rw, its save, and the cookie.
+func (f *floor) handler(rw bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var u *floorUser
+		if c, err := r.Cookie(cookieName); err == nil && f.users.Load() != nil {
+			u = (*f.users.Load())[c.Value]
+		}
+		err := errors.New("no session")
+		if u != nil {
+			if err = f.find(r.Context(), u); err == nil && rw {
+				err = f.save(r.Context(), u)
+			}
+		}
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if rw {
+			http.SetCookie(w, sessions.NewCookie(cookieName, u.cookie, &f.cookieOp))
+		}
 		writeOK(w)
 	}
 }
 
-// readWrite is the store's load and save: FindOne({_id}), then
-// FindOneAndUpdate({_id}, the store's update, pre-image), and the cookie.
-func (f *floor) readWrite(w http.ResponseWriter, r *http.Request) {
-	u := f.user(w, r)
-	if u == nil {
-		return
-	}
-	update := stamp(u.updates[u.saves.Add(1)%2], time.Now())
-	_, err := f.coll.FindOneAndUpdate(r.Context(), bson.D{{Key: "_id", Value: u.id}}, update,
-		options.FindOneAndUpdate().SetReturnDocument(options.Before)).Raw()
-	if err != nil {
-		http.Error(w, "findAndModify: "+err.Error(), http.StatusInternalServerError)
-		return
-	}
-	http.SetCookie(w, sessions.NewCookie(cookieName, u.cookie, &f.cookieOp))
-	writeOK(w)
+// find is the store's load: FindOne({_id}).
+func (f *floor) find(ctx context.Context, u *floorUser) error {
+	return f.coll.FindOne(ctx, bson.D{{Key: "_id", Value: u.id}}).Err()
+}
+
+// save is the store's save: FindOneAndUpdate({_id}, its update, pre-image).
+func (f *floor) save(ctx context.Context, u *floorUser) error {
+	return f.coll.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: u.id}}, stamp(u.updates[u.saves.Add(1)%2], time.Now()),
+		options.FindOneAndUpdate().SetReturnDocument(options.Before)).Err()
 }
 
 // stamp copies update with each offset made a date from now.

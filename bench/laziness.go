@@ -14,10 +14,9 @@ import (
 )
 
 // openLaziness opens github.com/laziness-coders/mongostore on coll's
-// namespace, on a mongo-driver v1 client of its own, as gin-contrib/sessions'
-// mongodriver.NewStore does: with the store's key and cookie MaxAge, and its
-// TTL index (without it where the server refuses TTL indexes: the benchmark
-// does not wait for expiry). It returns the store, what it is, and the
+// namespace, with a mongo-driver v1 client, as gin-contrib/sessions'
+// mongodriver.NewStore does: the store's key and MaxAge, and its TTL index
+// unless the server refuses it. It returns the store, what it is, and the
 // function that disconnects its client.
 func openLaziness(ctx context.Context, uri string, coll *mongo.Collection, key []byte, maxAge int, out io.Writer) (
 	sessions.Store, string, func(context.Context) error, error) {
@@ -39,16 +38,12 @@ func openLaziness(ctx context.Context, uri string, coll *mongo.Collection, key [
 		fmt.Fprintf(out, "laziness: opened without its TTL index, which the server refused: %v\n", err)
 		store, _ = open(false) // creates no index: cannot panic
 	}
-	version := func(path string) string {
-		if info, ok := debug.ReadBuildInfo(); ok {
-			for _, m := range info.Deps {
-				if m.Path == path {
-					return m.Version
-				}
-			}
+	version := map[string]string{}
+	if info, ok := debug.ReadBuildInfo(); ok {
+		for _, m := range info.Deps {
+			version[m.Path] = m.Version
 		}
-		return "(version unknown)"
 	}
 	return store, fmt.Sprintf("github.com/laziness-coders/mongostore %s (gin-contrib/sessions' mongodriver store) on go.mongodb.org/mongo-driver %s, Get + Save as the store's variant",
-		version("github.com/laziness-coders/mongostore"), version("go.mongodb.org/mongo-driver")), client.Disconnect, nil
+		version["github.com/laziness-coders/mongostore"], version["go.mongodb.org/mongo-driver"]), client.Disconnect, nil
 }

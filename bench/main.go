@@ -4,10 +4,9 @@
 //	bench scale [flags]  # make scale: loads, expiry and per-user listings at 10k to 1M sessions (scale.go)
 //	bench http [flags]   # make bench-http: req/s through HTTP handlers, beside laziness-coders/mongostore (http.go)
 //
-// Both use $MONGODB_URI or -uri, or without either the embedded FerretDB v1
-// server, in process. Exit status 1: the run failed (lost sessions, failed
-// requests); 2: bad usage. Every call to mongostore is in
-// internal/lib/store.go.
+// on $MONGODB_URI, -uri, or else an embedded FerretDB v1 server in process.
+// Exit status 1: the run failed; 2: bad usage. Every call to mongostore is
+// in internal/lib/store.go; make bench runs the Go benchmarks of bench_test.go.
 package main
 
 import (
@@ -17,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -30,15 +30,12 @@ import (
 // errUsage marks errors in the command line.
 var errUsage = errors.New("usage")
 
-// common are the flags of both subcommands.
+// common are the flags of both subcommands, and their logger.
 type common struct {
 	uri, db string
 	timeout time.Duration
+	logger  *slog.Logger
 }
-
-// A subcommand registers its flags on fs and returns the function that
-// checks them once parsed ("" if right) and the one that runs it.
-type subcommand func(fs *flag.FlagSet, c *common) (check func() string, run func(context.Context, io.Writer) error)
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -46,22 +43,20 @@ func main() {
 	stop()
 	if err != nil && !errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "bench:", err)
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		os.Exit(map[bool]int{false: 1, true: 2}[errors.Is(err, errUsage)])
 	}
 }
 
-// run runs the subcommand of args, printing to out (flag errors to stderr).
+// run runs the subcommand of args, printing to out (flag errors to stderr). A
+// subcommand registers its flags, returns their check ("" if right) and run.
 func run(ctx context.Context, args []string, out, stderr io.Writer) (err error) {
-	cmds := map[string]subcommand{"scale": scale, "http": httpBench}
+	cmds := map[string]func(*flag.FlagSet, *common) (func() string, func(context.Context, io.Writer) error){"scale": scale, "http": httpBench}
 	if len(args) == 0 || cmds[args[0]] == nil {
 		return fmt.Errorf("%w: bench scale|http [flags]", errUsage)
 	}
 	fs := flag.NewFlagSet("bench "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	c := &common{}
+	c := &common{logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	fs.StringVar(&c.uri, "uri", os.Getenv("MONGODB_URI"), "MongoDB URI (default $MONGODB_URI)")
 	fs.StringVar(&c.db, "db", "mongostore_"+args[0], "database")
 	fs.DurationVar(&c.timeout, "timeout", map[string]time.Duration{"scale": 20 * time.Minute, "http": 5 * time.Minute}[args[0]],

@@ -1,13 +1,9 @@
 package main
 
-// bench scale: does the store stay fast at 10k to 1M sessions while expired
-// ones are removed? For each size N, on a fresh collection, it creates
-// -sessions real sessions, 5 per owner, and bulk-inserts filler up to N
-// shaped like their documents (owners of its own), 10% of all expired;
-// measures loads against the bare driver's FindOne({_id}); removes the
-// expired documents, loads going on: waits for the server's TTL job (timed
-// from the end of the fill), or times a GC sweep; checks that no live
-// session was lost; times ListSessions and EndOtherSessions per owner.
+// bench scale: does the store stay fast at 10k to 1M sessions while expired ones
+// go? For each size N, on a fresh collection: -sessions real sessions, 5 per owner,
+// filler up to N shaped like them, 10% expired; loads beside the bare FindOne({_id});
+// expiry (TTL job or sweep) under load; no live session lost?; owners' listings.
 
 import (
 	"context"
@@ -15,18 +11,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
@@ -59,17 +51,11 @@ func scale(fs *flag.FlagSet, c *common) (func() string, func(context.Context, io
 	fs.DurationVar(&s.phaseTimeout, "phase-timeout", 2*time.Minute, "longest a measurement or the expiry may take")
 	check := func() string {
 		for f := range strings.SplitSeq(*sizes, ",") {
-			f, mult := strings.ToLower(strings.TrimSpace(f)), 1
-			if m, ok := strings.CutSuffix(f, "k"); ok {
-				f, mult = m, 1000
-			} else if m, ok := strings.CutSuffix(f, "m"); ok {
-				f, mult = m, 1_000_000
-			}
-			n, err := strconv.Atoi(f)
-			if err != nil || n < 1 || n > 100_000_000/mult {
+			n, err := strconv.ParseFloat(strings.NewReplacer("k", "e3", "m", "e6").Replace(strings.ToLower(strings.TrimSpace(f))), 64)
+			if err != nil || n < 1 || n > 1e8 || n != float64(int(n)) {
 				return fmt.Sprintf("-n: bad size %q", f)
 			}
-			s.sizes = append(s.sizes, n*mult)
+			s.sizes = append(s.sizes, int(n))
 		}
 		if s.sessions < sessionsPerOwner || s.loads < 1 || s.workers < 1 || s.rounds < 1 || s.ttlPeriod <= 0 || s.phaseTimeout <= 0 {
 			return fmt.Sprintf("-sessions must be at least %d, -loads, -workers and -rounds at least 1, durations positive", sessionsPerOwner)
@@ -79,8 +65,7 @@ func scale(fs *flag.FlagSet, c *common) (func() string, func(context.Context, io
 	return check, s.run
 }
 
-// run benchmarks every size in turn and prints the results to out. It
-// fails if a size failed or lost sessions.
+// run benchmarks each size; it fails if one failed or lost sessions.
 func (s *scaleRun) run(ctx context.Context, out io.Writer) (err error) {
 	client, server, disconnect, err := db.Connect(ctx, s.uri, nil)
 	if err != nil {
@@ -132,15 +117,14 @@ type result struct {
 
 // benchSize runs the benchmark of one size on coll.
 func (s *scaleRun) benchSize(ctx context.Context, coll *mongo.Collection, out io.Writer, res *result) error {
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	key := db.RandomBytes(32)
-	store, err := lib.Open(ctx, coll, "ttl", quiet, key)
+	store, err := lib.Open(ctx, coll, "ttl", nil, s.logger, key)
 	if res.mode = "ttl"; lib.TTLUnsupported(err) {
-		// A store of its own makes the indexes and sweeps, now and after
-		// the fill; the measured one has ExpiryNone: nothing sweeps between.
+		// An ExpiryGC store makes the indexes; ExpiryNone: no sweep but the timed one.
 		res.mode = "gc"
-		if _, err = s.sweep(ctx, coll, nil, res); err == nil {
-			store, err = lib.Open(ctx, coll, "none", quiet, key)
+		if store, err = lib.Open(ctx, coll, "gc", nil, s.logger, key); err == nil {
+			store.Close()
+			store, err = lib.Open(ctx, coll, "none", nil, s.logger, key)
 		}
 	}
 	if err != nil {
@@ -175,8 +159,7 @@ func (s *scaleRun) benchSize(ctx context.Context, coll *mongo.Collection, out io
 		ids[i] = doc.Lookup("_id")
 	}
 	templates := docs[:min(len(docs), 64)]
-	// Live filler expires well before every real session, so that the two
-	// can be told apart when counting what is left.
+	// Live filler expires well before every real session: the two are told apart.
 	ahead := time.Until(realMin)
 	if ahead < 4*time.Minute {
 		return fmt.Errorf("real sessions expire in %v: too soon to tell them from live filler", ahead)
@@ -210,7 +193,8 @@ func (s *scaleRun) benchSize(ctx context.Context, coll *mongo.Collection, out io
 	res.fill = time.Since(start)
 	fmt.Fprintf(out, "  fill: %d documents in %.1fs (%.0f/s)\n", res.n, res.fill.Seconds(), float64(res.n)/res.fill.Seconds())
 
-	// 2. Loads and expiry: after the TTL job is done, or before a sweep.
+	// 2. Loads, and expiry with loads going on: the TTL job, waited for
+	// before the idle loads, or a sweep after them (the GC's command).
 	loadOp := func(ctx context.Context, _, i int) error {
 		i %= nReal
 		session, err := store.Load(ctx, cookies[i])
@@ -224,18 +208,20 @@ func (s *scaleRun) benchSize(ctx context.Context, coll *mongo.Collection, out io
 		return coll.FindOne(ctx, bson.D{{Key: "_id", Value: ids[rand.IntN(len(ids))]}}).Err()
 	}
 	if res.mode == "ttl" {
-		if err := s.waitTTL(ctx, coll, field, randomLoad, out, res); err != nil {
-			return err
+		first, err := s.expire(ctx, randomLoad, res, func(ctx context.Context) (int64, error) { return s.waitTTL(ctx, coll, field) })
+		if err != nil {
+			return fmt.Errorf("expired documents (%d at first) still there %v after the fill: %w", first, res.expiry.Round(time.Second), err)
 		}
+		fmt.Fprintf(out, "  ttl: expired documents gone %.2fs after the fill (%d left when it ended; TTL job every %v); store load meanwhile %s\n",
+			res.expiry.Seconds(), first, s.ttlPeriod, res.during)
 	}
 	s.measureIdle(ctx, randomLoad, bareOp, out, res)
 	if res.mode == "gc" {
-		deleted, err := s.sweep(ctx, coll, randomLoad, res)
+		deleted, err := s.expire(ctx, randomLoad, res, store.DeleteExpired)
 		if err != nil {
 			return err
 		}
-		res.deletedPS = float64(deleted) / res.expiry.Seconds()
-		fmt.Fprintf(out, "  sweep by a store with ExpiryGC: %d deleted (expected %d) in %.2fs (%.0f/s); store load meanwhile %s, p50 %s idle\n",
+		fmt.Fprintf(out, "  sweep (DeleteExpired): %d deleted (expected %d) in %.2fs (%.0f/s); store load meanwhile %s, p50 %s idle\n",
 			deleted, expired, res.expiry.Seconds(), res.deletedPS, res.during, ratio(res.during, res.idle))
 	}
 
@@ -263,114 +249,46 @@ func (s *scaleRun) measureIdle(ctx context.Context, storeOp, bareOp load.Op, out
 	}
 	left := 2 * s.rounds
 	got, _ := load.Rounds(ctx, s.rounds, []string{"store", "bare"}, func(name string) load.Batch {
-		limit := max(time.Until(deadline)/time.Duration(left), time.Millisecond) // this turn's share
-		left--
-		return load.Run(ctx, s.workers, (s.loads+s.rounds-1)/s.rounds, limit, nil, ops[name])
+		left-- // this turn gets 1/(left+1) of the time left
+		return load.Run(ctx, s.workers, (s.loads+s.rounds-1)/s.rounds, max(time.Until(deadline)/time.Duration(left+1), time.Millisecond), nil, ops[name])
 	}, nil)
 	res.idle, res.bare = *got["store"], *got["bare"]
 	fmt.Fprintf(out, "  idle: store load %s; bare FindOne %s; ratio p50 %s\n", res.idle, res.bare, ratio(res.idle, res.bare))
 }
 
-// sweep opens a store with ExpiryGC on a client of its own, which makes
-// sure of the indexes and sweeps at once; it times that sweep's delete of
-// expired documents, told by its comment, with a command monitor
-// (res.expiry), running loadOp meanwhile (res.during) unless it is nil,
-// and returns what it deleted. The client is disconnected at the end, so
-// that the store's later sweeps fail, unlogged.
-func (s *scaleRun) sweep(ctx context.Context, coll *mongo.Collection, loadOp load.Op, res *result) (int64, error) {
-	started, done := make(chan struct{}), make(chan struct{})
-	var id atomic.Int64 // of the delete; -1 until it starts
-	id.Store(-1)
-	var took time.Duration
-	var deleted int64
-	var failure error
-	end := func(e event.CommandFinishedEvent, n int64, err error) {
-		if e.RequestID == id.Load() {
-			took, deleted, failure = e.Duration, n, err
-			close(done)
-		}
-	}
-	monitor := &event.CommandMonitor{
-		Started: func(_ context.Context, e *event.CommandStartedEvent) {
-			c, _ := e.Command.Lookup("comment").StringValueOK()
-			if c == lib.GCComment && e.CommandName == "delete" && strings.Contains(e.Command.Lookup("deletes").String(), "$lte") &&
-				id.CompareAndSwap(-1, e.RequestID) {
-				close(started)
-			}
-		},
-		Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
-			n, _ := e.Reply.Lookup("n").AsInt64OK()
-			end(e.CommandFinishedEvent, n, nil)
-		},
-		Failed: func(_ context.Context, e *event.CommandFailedEvent) { end(e.CommandFinishedEvent, 0, e.Failure) },
-	}
-	client, _, disconnect, err := db.Connect(ctx, s.uri, monitor)
-	if err != nil {
-		return 0, err
-	}
-	defer disconnect(ctx)
-	c := client.Database(coll.Database().Name()).Collection(coll.Name())
-	gc, err := lib.Open(ctx, c, "gc", slog.New(slog.DiscardHandler), db.RandomBytes(32))
-	if err != nil {
-		return 0, err
-	}
-	defer gc.Close()
-	timeout := time.NewTimer(s.phaseTimeout)
-	defer timeout.Stop()
-	select {
-	case <-started:
-	case <-timeout.C:
-		return 0, fmt.Errorf("no sweep started within %v", s.phaseTimeout)
-	}
-	if loadOp != nil {
-		res.during = load.Run(ctx, s.workers, 0, s.phaseTimeout, done, loadOp)
-	}
-	select {
-	case <-done:
-		res.expiry = took
-		return deleted, failure
-	case <-timeout.C:
-		return 0, fmt.Errorf("the sweep did not end within %v", s.phaseTimeout)
-	}
-}
-
-// waitTTL waits, loads going on (res.during), until the server's TTL job
-// has deleted every document that expired two TTL periods ago, and sets
-// res.expiry to the time since the end of the fill.
-func (s *scaleRun) waitTTL(ctx context.Context, coll *mongo.Collection, field string, loadOp load.Op, out io.Writer, res *result) error {
-	fillEnd := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, s.phaseTimeout+3*s.ttlPeriod)
-	defer cancel()
-	done := make(chan struct{})
-	var first, left int64
-	var err error
+// expire runs f, which deletes expired documents and says how many, with
+// loads going on (res.during), and times it (res.expiry, res.deletedPS).
+func (s *scaleRun) expire(ctx context.Context, loadOp load.Op, res *result, f func(context.Context) (int64, error)) (n int64, err error) {
+	done, start := make(chan struct{}), time.Now()
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(min(max(s.ttlPeriod/4, 100*time.Millisecond), 5*time.Second))
-		defer tick.Stop()
-		for {
-			left, err = coll.CountDocuments(ctx, bson.D{{Key: field, Value: bson.D{{Key: "$lte", Value: time.Now().Add(-2 * s.ttlPeriod)}}}})
-			if first = max(first, left); err != nil || left == 0 { // the first count is the largest
-				break
-			}
-			<-tick.C
-		}
-		res.expiry = time.Since(fillEnd)
+		n, err = f(ctx)
+		res.expiry = time.Since(start)
 	}()
 	res.during = load.Run(ctx, s.workers, 0, s.timeout, done, loadOp)
 	<-done
-	if err != nil {
-		return fmt.Errorf("%d expired documents still there %v after the fill: %w", left, res.expiry.Round(time.Second), err)
-	}
-	res.deletedPS = float64(first) / res.expiry.Seconds()
-	fmt.Fprintf(out, "  ttl: expired documents gone %.2fs after the fill (%d left when it ended; TTL job every %v); store load meanwhile %s\n",
-		res.expiry.Seconds(), first, s.ttlPeriod, res.during)
-	return nil
+	res.deletedPS = float64(n) / res.expiry.Seconds()
+	return n, err
 }
 
-// measureOwners times, owner by owner, ListSessions from one of its
-// sessions, then EndOtherSessions, which ends the other four, and asks the
-// server (explain) how it answers a listing.
+// waitTTL waits until the server's TTL job has deleted every document that
+// expired two TTL periods ago, and returns how many there were at first.
+func (s *scaleRun) waitTTL(ctx context.Context, coll *mongo.Collection, field string) (first int64, err error) {
+	ctx, cancel := context.WithTimeout(ctx, s.phaseTimeout+3*s.ttlPeriod)
+	defer cancel()
+	tick := time.NewTicker(min(max(s.ttlPeriod/4, 100*time.Millisecond), 5*time.Second))
+	defer tick.Stop()
+	for {
+		left, err := coll.CountDocuments(ctx, bson.D{{Key: field, Value: bson.D{{Key: "$lte", Value: time.Now().Add(-2 * s.ttlPeriod)}}}})
+		if first = max(first, left); err != nil || left == 0 { // the first count is the largest
+			return first, err
+		}
+		<-tick.C
+	}
+}
+
+// measureOwners times, owner by owner, ListSessions from one of its sessions,
+// then EndOtherSessions; and asks the server (explain) how it lists.
 func (s *scaleRun) measureOwners(ctx context.Context, coll *mongo.Collection, store *lib.Store, cookies []*http.Cookie, out io.Writer, res *result) error {
 	currents := make([]*sessions.Session, len(cookies)/sessionsPerOwner)
 	for k := range currents {
@@ -388,12 +306,10 @@ func (s *scaleRun) measureOwners(ctx context.Context, coll *mongo.Collection, st
 			return err
 		})
 	}
-	res.list = each(store.ListSessions, sessionsPerOwner)
-	res.endOthr = each(store.EndOtherSessions, sessionsPerOwner-1)
-	var plan bson.Raw
-	err := coll.Database().RunCommand(ctx, bson.D{{Key: "explain", Value: bson.D{
+	res.list, res.endOthr = each(store.ListSessions, sessionsPerOwner), each(store.EndOtherSessions, sessionsPerOwner-1)
+	plan, err := coll.Database().RunCommand(ctx, bson.D{{Key: "explain", Value: bson.D{
 		{Key: "find", Value: coll.Name()}, {Key: "filter", Value: bson.D{{Key: "owner", Value: owner(0)}}},
-	}}}).Decode(&plan)
+	}}}).Raw()
 	switch res.plan = "unknown"; {
 	case err != nil:
 	case strings.Contains(plan.String(), "owner_1"):

@@ -1,6 +1,5 @@
-// Package db has what both benchmarks do with the bare driver: connect,
-// say which server it is, and copy the shape of the store's documents; and
-// run the embedded server, when no URI is given.
+// Package db is what the benchmarks do with the bare driver (connect, name
+// the server, copy the shape of the store's documents), and the embedded server.
 package db
 
 import (
@@ -10,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -22,10 +20,8 @@ import (
 	"github.com/mongostore/mongostore/embeddb"
 )
 
-// Connect connects to uri, with monitor unless it is nil, and says which
-// server it is, from buildInfo: "MongoDB 8.0.4" or "FerretDB v2.5.0
-// (MongoDB 7.0.77)". disconnect disconnects within a bound of its own,
-// even when ctx is done.
+// Connect connects to uri, with monitor unless nil, and names the server ("MongoDB 8.0.4",
+// "FerretDB v2.5.0 (MongoDB 7.0.77)"); disconnect has a time bound of its own.
 func Connect(ctx context.Context, uri string, monitor *event.CommandMonitor) (client *mongo.Client, server string, disconnect func(context.Context) error, err error) {
 	if client, err = mongo.Connect(options.Client().ApplyURI(uri).SetMonitor(monitor)); err != nil {
 		return nil, "", nil, err
@@ -49,27 +45,21 @@ func Connect(ctx context.Context, uri string, monitor *event.CommandMonitor) (cl
 	return client, server, disconnect, nil
 }
 
-// Read returns the documents of coll, at most limit of them (0: all), and
-// an error if there are none.
+// Read returns the documents of coll, at most limit (0: all), or an error.
 func Read(ctx context.Context, coll *mongo.Collection, limit int64) ([]bson.Raw, error) {
-	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetLimit(limit))
-	if err != nil {
-		return nil, err
-	}
 	var docs []bson.Raw
-	for cur.Next(ctx) {
-		docs = append(docs, slices.Clone(cur.Current))
+	cur, err := coll.Find(ctx, bson.D{}, options.Find().SetLimit(limit))
+	if err == nil {
+		err = cur.All(ctx, &docs)
 	}
-	if err := errors.Join(cur.Err(), cur.Close(ctx)); err != nil || len(docs) == 0 {
+	if err != nil || len(docs) == 0 {
 		return nil, fmt.Errorf("read the store's documents: %d read, %v", len(docs), err)
 	}
 	return docs, nil
 }
 
-// Reshape copies doc, recursing into embedded documents: each string
-// becomes random hex digits and each binary random bytes, of the same
-// length, each ObjectID a new one, each date date(its time); the rest is
-// kept.
+// Reshape copies doc and its embedded documents: strings and binaries random of
+// the same length, ObjectIDs new, each date date(its time), the rest kept.
 func Reshape(doc bson.Raw, date func(time.Time) any) (bson.D, error) {
 	elems, err := doc.Elements()
 	out := make(bson.D, len(elems))
@@ -92,8 +82,7 @@ func Reshape(doc bson.Raw, date func(time.Time) any) (bson.D, error) {
 	return out, err
 }
 
-// Latest returns the key and time of doc's latest date: a session
-// document's expiry.
+// Latest returns the key and time of doc's latest date: a session's expiry.
 func Latest(doc bson.Raw) (key string, t time.Time) {
 	elems, _ := doc.Elements() // a document the server sent
 	for _, e := range elems {
@@ -114,9 +103,8 @@ func RandomBytes(n int) []byte {
 // RandomHex returns n random hex digits.
 func RandomHex(n int) string { return hex.EncodeToString(RandomBytes((n + 1) / 2))[:n] }
 
-// StartEmbedded starts the embedded FerretDB v1 server of the embeddb
-// module in process, with its files in a new temporary directory, on a
-// free loopback port. stop stops it and removes the directory.
+// StartEmbedded starts embeddb's FerretDB v1 server in process, its files in
+// a new temporary directory, on a free loopback port; stop removes them.
 func StartEmbedded(ctx context.Context) (uri string, stop func() error, err error) {
 	dir, err := os.MkdirTemp("", "mongostore-bench-")
 	if err != nil {

@@ -1,5 +1,4 @@
-// Package lib holds every call the benchmarks make to mongostore, so that a
-// change of the library's API is adapted here, in this one file.
+// Package lib holds every call the benchmarks make to mongostore (API changes go here).
 package lib
 
 import (
@@ -17,21 +16,21 @@ import (
 	"github.com/mongostore/mongostore"
 )
 
-// GCComment is the comment on the commands of the store's GC sweeps.
-const GCComment = "mongostore gc sweep"
-
 // Store is a mongostore store.
 type Store struct{ s *mongostore.Store }
 
-// Open opens a store on coll with expiry mode expiry (auto, gc, ttl or
-// none), logging to logger, with the keys of mongostore.NewStore.
-func Open(ctx context.Context, coll *mongo.Collection, expiry string, logger *slog.Logger, keys ...[]byte) (*Store, error) {
+// Codec is mongostore's codec of session values.
+type Codec = mongostore.Codec
+
+// Open opens a store on coll with expiry mode expiry (auto, gc, ttl or none),
+// codec (nil: the default), logger, and the keys of mongostore.NewStore.
+func Open(ctx context.Context, coll *mongo.Collection, expiry string, codec Codec, logger *slog.Logger, keys ...[]byte) (*Store, error) {
 	mode, ok := map[string]mongostore.ExpiryMode{"auto": mongostore.ExpiryAuto, "gc": mongostore.ExpiryGC,
 		"ttl": mongostore.ExpiryTTL, "none": mongostore.ExpiryNone}[expiry]
 	if !ok {
 		return nil, fmt.Errorf("unknown expiry mode %q", expiry)
 	}
-	s, err := mongostore.NewStore(ctx, coll, mongostore.Config{Logger: logger, Expiry: mode}, keys...)
+	s, err := mongostore.NewStore(ctx, coll, mongostore.Config{Logger: logger, Expiry: mode, Codec: codec}, keys...)
 	if err != nil {
 		return nil, err
 	}
@@ -49,24 +48,20 @@ func (s *Store) Close() { _ = s.s.Close() }
 // Sessions is the store as a sessions.Store (Get; session.Save calls Save).
 func (s *Store) Sessions() sessions.Store { return s.s }
 
-// Middleware is the store's middleware with the default options; inside
-// it, Get returns the middleware's session.
+// Middleware is the store's middleware; inside it, Get returns its session.
 func (s *Store) Middleware(name string) func(http.Handler) http.Handler {
 	return s.s.Middleware(name, nil)
 }
 
 // Load loads the session of cookie, as a handler's Get would.
 func (s *Store) Load(ctx context.Context, cookie *http.Cookie) (*sessions.Session, error) {
-	r := request(ctx)
-	r.AddCookie(cookie)
-	return s.s.Get(r, cookie.Name)
+	return s.s.Get(Request(ctx, cookie), cookie.Name)
 }
 
-// Create creates a session called name with the values fill gives it and,
-// unless owner is empty, owned by owner on device; saves it, changes it
-// with change unless it is nil and saves it again; and returns its cookie.
+// Create saves a new session called name, with fill's values and owner on device
+// unless owner is "", and again changed by change unless nil; it returns the cookie.
 func (s *Store) Create(ctx context.Context, name string, fill func(*sessions.Session), owner, device string, change func(*sessions.Session)) (*http.Cookie, error) {
-	r := request(ctx)
+	r := Request(ctx)
 	session, err := s.s.Get(r, name)
 	if err != nil {
 		return nil, err
@@ -93,9 +88,12 @@ func (s *Store) Create(ctx context.Context, name string, fill func(*sessions.Ses
 	return nil, errors.New("the store set no cookie")
 }
 
-// request is a new GET request of a handler.
-func request(ctx context.Context) *http.Request {
+// Request is a new GET request of a handler, with cookies.
+func Request(ctx context.Context, cookies ...*http.Cookie) *http.Request {
 	r, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://bench.invalid/", nil) // a valid URL: no error
+	for _, c := range cookies {
+		r.AddCookie(c)
+	}
 	return r
 }
 
@@ -104,6 +102,9 @@ func (s *Store) ListSessions(ctx context.Context, owner string, current *session
 	list, err := s.s.ListSessions(ctx, owner, current)
 	return int64(len(list)), err
 }
+
+// DeleteExpired deletes the expired sessions, as a GC sweep does.
+func (s *Store) DeleteExpired(ctx context.Context) (int64, error) { return s.s.DeleteExpired(ctx) }
 
 // EndOtherSessions ends owner's sessions but current and counts them.
 func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *sessions.Session) (int64, error) {

@@ -1,8 +1,8 @@
-// Package load is the load loop of both benchmarks: workers running an op,
-// bounded by a count and a time, their latencies, and interleaved rounds.
+// Package load is the benchmarks' load loop: workers running an op, interleaved rounds.
 package load
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -23,10 +23,8 @@ type Batch struct {
 	Rates   []float64     // ops per second of each Run added
 }
 
-// Run runs op from workers goroutines until count ops have started
-// (count <= 0: no limit), d has elapsed, stop is closed (nil: never) or ctx
-// is done. No op starts after that; those under way finish, and count
-// unless ctx cut them short.
+// Run runs op from workers goroutines until count ops started (<= 0: no limit), d passed,
+// stop closed (nil: never) or ctx is done; ops under way finish, counted unless ctx cut them.
 func Run(ctx context.Context, workers, count int, d time.Duration, stop <-chan struct{}, op Op) Batch {
 	start := time.Now()
 	var started atomic.Int64
@@ -53,9 +51,7 @@ func Run(ctx context.Context, workers, count int, d time.Duration, stop <-chan s
 				}
 				p.Lat = append(p.Lat, lat)
 				if err != nil {
-					if p.Errors++; p.First == nil {
-						p.First = err
-					}
+					p.Errors, p.First = p.Errors+1, cmp.Or(p.First, err)
 				}
 			}
 		})
@@ -71,10 +67,7 @@ func Run(ctx context.Context, workers, count int, d time.Duration, stop <-chan s
 
 // Add adds the ops of o to b, and o's rate as one round's.
 func (b *Batch) Add(o Batch) {
-	b.Lat = append(b.Lat, o.Lat...)
-	if b.First == nil {
-		b.First = o.First
-	}
+	b.Lat, b.First = append(b.Lat, o.Lat...), cmp.Or(b.First, o.First)
 	b.Errors += o.Errors
 	b.Elapsed += o.Elapsed
 	b.Rates = append(b.Rates, o.Rate())
@@ -91,8 +84,7 @@ func (b Batch) Rate() float64 {
 	return float64(len(b.Lat)) / b.Elapsed.Seconds()
 }
 
-// Percentile returns the nearest-rank percentile p of the latencies (0
-// without any).
+// Percentile returns the nearest-rank percentile p of the latencies, or 0.
 func (b Batch) Percentile(p float64) time.Duration {
 	if len(b.Lat) == 0 {
 		return 0
@@ -121,11 +113,9 @@ func (b Batch) String() string {
 // Ms is d in milliseconds.
 func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// Rounds runs turn for each of names in rounds interleaved rounds, the
-// order rotated by one each round so that each name takes every place in
-// turn, and calls done (unless nil) after each round. It returns each
-// name's batches added up (a round counts only whole), and ctx's cause if
-// ctx ended it early.
+// Rounds runs turn for each of names in rounds rounds, the order rotated,
+// calling done (unless nil) after each; it adds up each name's batches of
+// whole rounds, and returns ctx's cause if it ended early.
 func Rounds(ctx context.Context, rounds int, names []string, turn func(name string) Batch,
 	done func(round int, order []string, got map[string]Batch)) (map[string]*Batch, error) {
 	total := map[string]*Batch{}
