@@ -11,27 +11,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
-
-// readDocument returns the stored document of session ID id.
-func readDocument(t *testing.T, f *storeFixture, id string) bson.Raw {
-	t.Helper()
-	raw, err := f.coll.FindOne(context.Background(), bson.D{{Key: fieldID, Value: docID(id)}}).Raw()
-	if err != nil {
-		t.Fatalf("read document: %v", err)
-	}
-	return raw
-}
 
 func TestDocumentLayout(t *testing.T) {
 	clock := newFakeClock()
 	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
-	_, id := saveFresh(t, f, map[any]any{"k": "v"})
-	doc := readDocument(t, f, id)
+	_, id := saveNewSession(t, f, map[any]any{"k": "v"})
+	doc := storedDocument(t, f, id)
 	want := []struct {
 		field string
 		typ   bson.Type
@@ -92,7 +79,7 @@ func TestMaxAgeBeyondInt32(t *testing.T) {
 				}
 				return
 			}
-			if s, err := loadWith(t, f, b); err != nil || s.IsNew || s.Options.MaxAge != maxAge {
+			if s, err := loadSession(t, f, b); err != nil || s.IsNew || s.Options.MaxAge != maxAge {
 				t.Fatalf("saved with MaxAge %d, loaded IsNew=%v MaxAge=%d err=%v; want the session, or Save refusing it",
 					maxAge, s.IsNew, s.Options.MaxAge, err)
 			}
@@ -100,54 +87,11 @@ func TestMaxAgeBeyondInt32(t *testing.T) {
 	}
 }
 
-// commandFilters returns the filters of the recorded commands that read or
-// write documents, by command name.
-func commandFilters(t *testing.T, cmds *commandLog) map[string][]bson.Raw {
-	t.Helper()
-	cmds.mu.Lock()
-	defer cmds.mu.Unlock()
-	out := make(map[string][]bson.Raw)
-	for _, c := range cmds.commands {
-		elems, err := c.Elements()
-		if err != nil || len(elems) == 0 {
-			t.Fatal(err)
-		}
-		name := elems[0].Key()
-		switch name {
-		case "find", "findAndModify":
-			key := "filter"
-			if name == "findAndModify" {
-				key = "query"
-			}
-			out[name] = append(out[name], c.Lookup(key).Document())
-		case "update", "delete":
-			key := map[string]string{"update": "updates", "delete": "deletes"}[name]
-			stmts, _ := c.Lookup(key).Array().Values()
-			for _, st := range stmts {
-				out[name] = append(out[name], st.Document().Lookup("q").Document())
-			}
-		}
-	}
-	return out
-}
-
-// isIDOnly reports whether filter is exactly {_id: <string>}, the one shape
-// every server answers from its _id index (FerretDB v1 scans the collection
-// for any other).
-func isIDOnly(filter bson.Raw) bool {
-	elems, err := filter.Elements()
-	if err != nil || len(elems) != 1 || elems[0].Key() != fieldID {
-		return false
-	}
-	_, ok := elems[0].Value().StringValueOK()
-	return ok
-}
-
 func TestRequestsQueryByIDOnly(t *testing.T) {
 	clock := newFakeClock()
 	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
 	f.store.MaxAge(60)
-	b, _ := saveFresh(t, f, map[any]any{"k": "v"})
+	b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
 	f.cmds.reset()
 	// load + save, load + regenerate, load + delete. (A save near its
 	// session's expiry is guarded: TestSaveNearExpiryIsGuarded.)
@@ -164,7 +108,7 @@ func TestRequestsQueryByIDOnly(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	b2, _ := saveFresh(t, f, map[any]any{"k": "v"})
+	b2, _ := saveNewSession(t, f, map[any]any{"k": "v"})
 	b2.do(func(w http.ResponseWriter, r *http.Request) {
 		s, _ := f.store.Get(r, testSessionName)
 		s.Options.MaxAge = -1
@@ -432,12 +376,12 @@ func testEncryptingSealer(tb testing.TB) *sealer {
 
 func TestDatabaseErrorsAreWrapped(t *testing.T) {
 	f := newFixture(t, Config{})
-	b, _ := saveFresh(t, f, map[any]any{"k": "v"})
+	b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
 	client := f.coll.Database().Client()
 	if err := client.Disconnect(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	s, err := loadWith(t, f, b)
+	s, err := loadSession(t, f, b)
 	if !errors.Is(err, ErrDatabase) || s == nil || !s.IsNew {
 		t.Fatalf("Get on a disconnected client = %v (session %v); want ErrDatabase and a new session", err, s)
 	}
@@ -478,88 +422,4 @@ func TestFuzzDocumentSeedsDecode(t *testing.T) {
 	if _, _, values, err := encrypting.open(docs[seedCompact]); !errors.Is(err, ErrDecode) {
 		t.Fatalf("a store that encrypts opened a plain document: %v, %v", values, err)
 	}
-}
-
-// Helpers of the codec, collection, keys and cookie tests.
-
-// saveFresh saves a new session holding values and returns the browser
-// that holds its cookie and the session ID.
-func saveFresh(t *testing.T, f *storeFixture, values map[any]any) (*browser, string) {
-	t.Helper()
-	b := newBrowser()
-	var id string
-	b.do(func(w http.ResponseWriter, r *http.Request) {
-		s, err := f.store.Get(r, testSessionName)
-		if err != nil {
-			t.Fatalf("Get: %v", err)
-		}
-		for k, v := range values {
-			s.Values[k] = v
-		}
-		if err := s.Save(r, w); err != nil {
-			t.Fatalf("Save: %v", err)
-		}
-		id = s.ID
-	})
-	if len(b.cookies) != 1 {
-		t.Fatalf("after Save the browser holds %d cookies, want 1", len(b.cookies))
-	}
-	return b, id
-}
-
-// loadWith runs one request from b and returns the session the store
-// loads.
-func loadWith(t *testing.T, f *storeFixture, b *browser) (*sessions.Session, error) {
-	t.Helper()
-	var s *sessions.Session
-	var err error
-	b.do(func(w http.ResponseWriter, r *http.Request) {
-		s, err = f.store.Get(r, testSessionName)
-	})
-	if s == nil {
-		t.Fatal("Get returned a nil session")
-	}
-	return s, err
-}
-
-// setCookieOf returns the cookie called name that h sets, or nil.
-func setCookieOf(h http.Header, name string) *http.Cookie {
-	for _, c := range (&http.Response{Header: h}).Cookies() {
-		if c.Name == name {
-			return c
-		}
-	}
-	return nil
-}
-
-// unreachableStore returns a store whose client never reaches a server,
-// and the log of the commands that client starts.
-func unreachableStore(tb testing.TB, cfg Config) (*Store, *commandLog) {
-	tb.Helper()
-	cmds := &commandLog{}
-	client, err := mongo.Connect(options.Client().
-		ApplyURI("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=50&connectTimeoutMS=50").
-		SetMonitor(cmds.monitor()))
-	if err != nil {
-		tb.Fatalf("connect: %v", err)
-	}
-	tb.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	cfg.Expiry = ExpiryNone
-	store, err := NewStore(context.Background(), client.Database(testDatabase).Collection("unreachable"), cfg, testHashKey)
-	if err != nil {
-		tb.Fatalf("NewStore: %v", err)
-	}
-	tb.Cleanup(func() { _ = store.Close() })
-	return store, cmds
-}
-
-// signedCookie returns a validly signed cookie value for a fresh session
-// ID of the store.
-func signedCookie(tb testing.TB, s *Store) string {
-	tb.Helper()
-	v, err := s.cookies.encode(testSessionName, newSessionID())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return v
 }

@@ -15,47 +15,6 @@ import (
 	"github.com/gorilla/sessions"
 )
 
-// unusableCookie is a cookie value the store must refuse.
-type unusableCookie struct{ name, value string }
-
-// unusableCookies returns one cookie value of each kind the store must
-// refuse, made from valid, a cookie value the store s wrote.
-func unusableCookies(tb testing.TB, s *Store, valid string) []unusableCookie {
-	tb.Helper()
-	encode := func(name string, value []byte, codecs ...securecookie.Codec) string {
-		v, err := securecookie.EncodeMulti(name, value, codecs...)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return v
-	}
-	foreign := securecookie.New(otherHashKey, nil).SetSerializer(securecookie.NopEncoder{})
-	return []unusableCookie{
-		{"tampered", flipCookie(valid)},
-		{"truncated", valid[:len(valid)-5]},
-		{"empty", ""},
-		{"garbage", "%%%not base64%%%"},
-		{"huge", strings.Repeat("A", 5000)},
-		{"foreign key", encode(testSessionName, []byte(newSessionID()), foreign)},
-		{"malformed ID", encode(testSessionName, []byte("not-a-session-id"), s.cookies...)},
-		{"signed for another name", encode("other", []byte(newSessionID()), s.cookies...)},
-	}
-}
-
-// flipCookie returns a cookie value with one character in its middle
-// changed to another valid base64 character, so that it still decodes but
-// fails its MAC.
-func flipCookie(v string) string {
-	b := []byte(v)
-	i := len(b) / 2
-	if b[i] == 'A' {
-		b[i] = 'B'
-	} else {
-		b[i] = 'A'
-	}
-	return string(b)
-}
-
 func TestNewSessionDefaults(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone}) // no GC sweeps among the counted commands
 	want := sessions.Options{Path: "/", MaxAge: 24 * 60 * 60, HttpOnly: true, SameSite: http.SameSiteLaxMode}
@@ -90,7 +49,7 @@ func TestNewSessionDefaults(t *testing.T) {
 func TestUnusableCookies(t *testing.T) {
 	f := newFixture(t, Config{})
 	f.store.MaxAge(3600)
-	b, _ := saveFresh(t, f, map[any]any{"k": "v"})
+	b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
 	good := b.cookies[testSessionName].Value
 
 	for _, tt := range unusableCookies(t, f.store, good) {
@@ -122,18 +81,18 @@ func TestUnusableCookies(t *testing.T) {
 	t.Run("expired signed timestamp", func(t *testing.T) {
 		f := newFixture(t, Config{})
 		f.store.MaxAge(3600) // the document lives on; only the cookie's timestamp expires
-		_, id := saveFresh(t, f, map[any]any{"k": "v"})
+		_, id := saveNewSession(t, f, map[any]any{"k": "v"})
 		b := newBrowser()
 		b.cookies[testSessionName] = &http.Cookie{Name: testSessionName, Value: agedCookie(testSessionName, id, testHashKey, 2*time.Minute)}
 		// The store itself never checks the timestamp: the document decides.
-		if s, err := loadWith(t, f, b); err != nil || s.IsNew {
+		if s, err := loadSession(t, f, b); err != nil || s.IsNew {
 			t.Fatalf("a cookie stamped 2 minutes ago: IsNew=%v err=%v; want the session", s.IsNew, err)
 		}
 		for _, c := range f.store.cookies {
 			c.(*securecookie.SecureCookie).MaxAge(60)
 		}
 		f.cmds.reset()
-		s, err := loadWith(t, f, b)
+		s, err := loadSession(t, f, b)
 		if !s.IsNew || !errors.Is(err, ErrInvalidCookie) || f.cmds.count.Load() != 0 {
 			t.Fatalf("IsNew=%v err=%v commands=%d; want fresh session, ErrInvalidCookie, no query", s.IsNew, err, f.cmds.count.Load())
 		}
@@ -143,7 +102,7 @@ func TestUnusableCookies(t *testing.T) {
 func TestNilStoreOptionsFallBackToDefaults(t *testing.T) {
 	f := newFixture(t, Config{})
 	f.store.Options = nil
-	b, _ := saveFresh(t, f, map[any]any{"k": "v"})
+	b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
 	if c := b.cookies[testSessionName]; c.MaxAge != 24*60*60 || !c.HttpOnly || c.Path != "/" {
 		t.Fatalf("cookie %+v, want the default attributes", c)
 	}
@@ -176,7 +135,7 @@ func TestCookiePrefixes(t *testing.T) {
 			rec := httptest.NewRecorder()
 			err := s.Save(r, rec)
 			if tt.ok {
-				c := setCookieOf(rec.Header(), tt.name)
+				c := responseCookie(rec.Header(), tt.name)
 				if err != nil || c == nil || c.Secure != opts.Secure {
 					t.Fatalf("Save = %v, cookie %v", err, rec.Header().Values("Set-Cookie"))
 				}
@@ -197,7 +156,7 @@ func TestCookiePrefixes(t *testing.T) {
 // not hide the real session, so a logout really ends it.
 func TestMiddlewareTossedCookie(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
-	b, _ := saveFresh(t, f, map[any]any{"user": "alice"})
+	b, _ := saveNewSession(t, f, map[any]any{"user": "alice"})
 	valid := b.cookies[testSessionName].Value
 	garbage := flipCookie(signedCookie(t, f.store)) // fails its MAC
 	request := func(logout bool) (*sessions.Session, *httptest.ResponseRecorder) {
@@ -323,7 +282,7 @@ func FuzzDecodeCookie(f *testing.F) {
 // signing the same ID again), and re-signs one signed with an older key.
 func TestSaveReusesTheClientsCookie(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
-	b, id := saveFresh(t, f, map[any]any{"n": 0})
+	b, id := saveNewSession(t, f, map[any]any{"n": 0})
 	sent := b.cookies[testSessionName].Value
 	save := func(store *Store) string {
 		var value string
@@ -337,7 +296,7 @@ func TestSaveReusesTheClientsCookie(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		if c := setCookieOf(rec.Header(), testSessionName); c != nil {
+		if c := responseCookie(rec.Header(), testSessionName); c != nil {
 			value = c.Value
 		}
 		return value

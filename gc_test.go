@@ -25,7 +25,7 @@ func saveSessions(t *testing.T, f *storeFixture, n int, value string) []string {
 	t.Helper()
 	ids := make([]string, n)
 	for i := range ids {
-		_, ids[i] = saveSession(t, f, map[any]any{"secret": value})
+		_, ids[i] = saveNewSession(t, f, map[any]any{"secret": value})
 	}
 	return ids
 }

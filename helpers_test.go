@@ -6,15 +6,23 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gorilla/securecookie"
+	"github.com/gorilla/sessions"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // Keys for the cookie codecs in tests.
@@ -196,3 +204,303 @@ func (t *sessionTable) len() int {
 
 // modeName returns the name of an expiry mode, for test messages.
 func modeName(m ExpiryMode) string { return [...]string{"auto", "ttl", "gc", "none"}[m] }
+
+// saveNewSession saves a new session holding values and returns the
+// browser that holds its cookie and the session ID.
+func saveNewSession(t *testing.T, f *storeFixture, values map[any]any) (*browser, string) {
+	t.Helper()
+	b := newBrowser()
+	var id string
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, err := f.store.Get(r, testSessionName)
+		if err != nil {
+			t.Fatalf("Get: %v", err)
+		}
+		for k, v := range values {
+			s.Values[k] = v
+		}
+		if err := s.Save(r, w); err != nil {
+			t.Fatalf("Save: %v", err)
+		}
+		id = s.ID
+	})
+	if len(b.cookies) != 1 {
+		t.Fatalf("after Save the browser holds %d cookies, want 1", len(b.cookies))
+	}
+	return b, id
+}
+
+// loadSession runs one request from b, without the middleware, and returns
+// the session f.store loads.
+func loadSession(t *testing.T, f *storeFixture, b *browser) (*sessions.Session, error) {
+	t.Helper()
+	var s *sessions.Session
+	var err error
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, err = f.store.Get(r, testSessionName)
+	})
+	if s == nil {
+		t.Fatal("Get returned a nil session")
+	}
+	return s, err
+}
+
+// storedDocument returns the stored document of session ID id, failing the
+// test if there is none.
+func storedDocument(t testing.TB, f *storeFixture, id string) bson.Raw {
+	t.Helper()
+	raw, err := f.coll.FindOne(context.Background(), idFilter(docID(id))).Raw()
+	if err != nil {
+		t.Fatalf("read document: %v", err)
+	}
+	return raw
+}
+
+// cookieDocument returns the document of the session whose cookie value is
+// value, read directly from the collection (the read is recorded in the
+// fixture's command log), and whether there is one.
+func cookieDocument(t testing.TB, f *storeFixture, value string) (bson.Raw, bool) {
+	t.Helper()
+	id, _, err := f.store.cookies.decode(testSessionName, value)
+	if err != nil {
+		t.Fatalf("decode session cookie: %v", err)
+	}
+	raw, err := f.coll.FindOne(context.Background(), idFilter(docID(id))).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatalf("find session document: %v", err)
+	}
+	return raw, true
+}
+
+// browserDocument returns the document of the session whose cookie b
+// holds, and whether there is one.
+func browserDocument(t testing.TB, f *storeFixture, b *browser) (bson.Raw, bool) {
+	t.Helper()
+	c, ok := b.cookies[testSessionName]
+	if !ok {
+		t.Fatalf("the browser holds no %q cookie", testSessionName)
+	}
+	return cookieDocument(t, f, c.Value)
+}
+
+// documentDate returns the date in field of a session document, in UTC.
+func documentDate(t testing.TB, doc bson.Raw, field string) time.Time {
+	t.Helper()
+	v, err := doc.LookupErr(field)
+	if err != nil {
+		t.Fatalf("document has no %s: %v", field, err)
+	}
+	dt, ok := v.DateTimeOK()
+	if !ok {
+		t.Fatalf("%s is %v, not a date", field, v.Type)
+	}
+	return time.UnixMilli(dt).UTC()
+}
+
+// commandNames returns the names of the commands recorded in l, in order.
+func commandNames(l *commandLog) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var names []string
+	for _, c := range l.commands {
+		if elems, err := c.Elements(); err == nil && len(elems) > 0 {
+			names = append(names, elems[0].Key())
+		}
+	}
+	return names
+}
+
+// commandFilters returns the filters of the recorded commands that read or
+// write documents, by command name.
+func commandFilters(t *testing.T, cmds *commandLog) map[string][]bson.Raw {
+	t.Helper()
+	cmds.mu.Lock()
+	defer cmds.mu.Unlock()
+	out := make(map[string][]bson.Raw)
+	for _, c := range cmds.commands {
+		elems, err := c.Elements()
+		if err != nil || len(elems) == 0 {
+			t.Fatal(err)
+		}
+		switch name := elems[0].Key(); name {
+		case "find":
+			out[name] = append(out[name], c.Lookup("filter").Document())
+		case "findAndModify":
+			out[name] = append(out[name], c.Lookup("query").Document())
+		case "update", "delete":
+			stmts, _ := c.Lookup(name + "s").Array().Values()
+			for _, st := range stmts {
+				out[name] = append(out[name], st.Document().Lookup("q").Document())
+			}
+		}
+	}
+	return out
+}
+
+// isIDOnly reports whether filter is exactly {_id: <string>}, the one shape
+// every server answers from its _id index (FerretDB v1 scans the collection
+// for any other).
+func isIDOnly(filter bson.Raw) bool {
+	elems, err := filter.Elements()
+	if err != nil || len(elems) != 1 || elems[0].Key() != fieldID {
+		return false
+	}
+	_, ok := elems[0].Value().StringValueOK()
+	return ok
+}
+
+// responseCookie returns the cookie called name that h sets, or nil.
+func responseCookie(h http.Header, name string) *http.Cookie {
+	for _, c := range (&http.Response{Header: h}).Cookies() {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// sessionHandler returns the middleware of store for testSessionName, with
+// the error handler onError (nil for the default), wrapping fn, which gets
+// the session the middleware loaded (store.Get returns it: gorilla's
+// registry holds it for the request; its error, if any, is the
+// middleware's, which the middleware has dealt with).
+func sessionHandler(t testing.TB, store *Store, onError func(http.ResponseWriter, *http.Request, error), fn func(w http.ResponseWriter, r *http.Request, s *sessions.Session)) http.Handler {
+	return store.Middleware(testSessionName, onError)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := store.Get(r, testSessionName)
+		if s == nil {
+			t.Errorf("store.Get(r, %q) = nil inside the middleware", testSessionName)
+			http.Error(w, "no session", http.StatusTeapot)
+			return
+		}
+		fn(w, r, s)
+	}))
+}
+
+// strictSessionHandler is sessionHandler with the default error handler,
+// failing the test if the middleware's session came with an error.
+func strictSessionHandler(t testing.TB, store *Store, fn func(w http.ResponseWriter, r *http.Request, s *sessions.Session)) http.Handler {
+	return sessionHandler(t, store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		if _, err := store.Get(r, testSessionName); err != nil {
+			t.Errorf("Get inside the middleware: %v", err)
+		}
+		fn(w, r, s)
+	})
+}
+
+// signedCookie returns a validly signed cookie value for a fresh session ID
+// of the store.
+func signedCookie(t testing.TB, s *Store) string {
+	t.Helper()
+	v, err := s.cookies.encode(testSessionName, newSessionID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// storeOn returns a store with cfg on coll (a second application instance,
+// for example), closed when the test ends. Without keys, testHashKey is
+// used; without a logger, one that writes to a discarded buffer.
+func storeOn(t testing.TB, coll *mongo.Collection, cfg Config, keyPairs ...[]byte) *Store {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = testLogger(&syncBuffer{})
+	}
+	if len(keyPairs) == 0 {
+		keyPairs = [][]byte{testHashKey}
+	}
+	store, err := NewStore(context.Background(), coll, cfg, keyPairs...)
+	if err != nil {
+		t.Fatalf("NewStore: %v", err)
+	}
+	t.Cleanup(func() { _ = store.Close() })
+	return store
+}
+
+// unreachableStore returns a store (ExpiryNone) whose client never reaches
+// a server, and the log of the commands that client starts.
+func unreachableStore(t testing.TB, cfg Config) (*Store, *commandLog) {
+	t.Helper()
+	cmds := &commandLog{}
+	client, err := mongo.Connect(options.Client().
+		ApplyURI("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=50&connectTimeoutMS=50").
+		SetMonitor(cmds.monitor()))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	cfg.Expiry = ExpiryNone
+	return storeOn(t, client.Database(testDatabase).Collection("unreachable"), cfg), cmds
+}
+
+// unusableCookie is a cookie value the store must refuse.
+type unusableCookie struct{ name, value string }
+
+// unusableCookies returns one cookie value of each kind the store must
+// refuse, made from valid, a cookie value the store s wrote.
+func unusableCookies(tb testing.TB, s *Store, valid string) []unusableCookie {
+	tb.Helper()
+	encode := func(name string, value []byte, codecs ...securecookie.Codec) string {
+		v, err := securecookie.EncodeMulti(name, value, codecs...)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return v
+	}
+	foreign := securecookie.New(otherHashKey, nil).SetSerializer(securecookie.NopEncoder{})
+	return []unusableCookie{
+		{"tampered", flipCookie(valid)},
+		{"truncated", valid[:len(valid)-5]},
+		{"empty", ""},
+		{"garbage", "%%%not base64%%%"},
+		{"huge", strings.Repeat("A", 5000)},
+		{"foreign key", encode(testSessionName, []byte(newSessionID()), foreign)},
+		{"malformed ID", encode(testSessionName, []byte("not-a-session-id"), s.cookies...)},
+		{"signed for another name", encode("other", []byte(newSessionID()), s.cookies...)},
+	}
+}
+
+// flipCookie returns a cookie value with one character in its middle
+// changed to another valid base64 character, so that it still decodes but
+// fails its MAC.
+func flipCookie(v string) string {
+	b := []byte(v)
+	i := len(b) / 2
+	if b[i] == 'A' {
+		b[i] = 'B'
+	} else {
+		b[i] = 'A'
+	}
+	return string(b)
+}
+
+// sameTimes reports whether a and b are the same instants.
+func sameTimes(a, b SessionTimes) bool {
+	return a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt) && a.ExpiresAt.Equal(b.ExpiresAt)
+}
+
+// hookedClient connects to the test server with a command monitor that
+// calls before with the name of each command the client starts, just
+// before it is sent.
+func hookedClient(t *testing.T, before func(name string)) *mongo.Client {
+	t.Helper()
+	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) { before(e.CommandName) }}
+	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")).SetTimeout(30 * time.Second).SetMonitor(monitor))
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	return client
+}
+
+// isWrite reports whether a command named name writes documents.
+func isWrite(name string) bool {
+	switch name {
+	case "insert", "update", "delete", "findAndModify":
+		return true
+	}
+	return false
+}

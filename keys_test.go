@@ -257,7 +257,7 @@ func writeFormat1Document(t *testing.T, c format1Case) format1Document {
 			id = s.ID
 		})
 	}
-	return format1Document{c.name, id, readDocument(t, f, id)}
+	return format1Document{c.name, id, storedDocument(t, f, id)}
 }
 
 // checkFormat1Document checks that doc, the document of the session of c,
@@ -338,19 +338,15 @@ func checkFormat1Document(t *testing.T, c format1Case, doc format1Document) {
 			t.Fatal(err)
 		}
 	})
-	raw := readDocument(t, f, doc.sessionID)
+	raw := storedDocument(t, f, doc.sessionID)
 	checkRaw(raw, rev+1)
 	if got := raw.Lookup(fieldCreatedAt).Time(); !got.Equal(format1Start) {
 		t.Fatalf("createdAt %v after a save, want %v", got, format1Start)
 	}
 	want["again"] = "yes"
-	if s, err := loadWith(t, f, b); err != nil || !fuzzSameValues(s.Values, want) || s.Options.MaxAge != c.maxAge {
+	if s, err := loadSession(t, f, b); err != nil || !fuzzSameValues(s.Values, want) || s.Options.MaxAge != c.maxAge {
 		t.Fatalf("saved again: %#v (MaxAge %d), %v; want %#v", s.Values, s.Options.MaxAge, err, want)
 	}
-}
-
-func sameTimes(a, b SessionTimes) bool {
-	return a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt) && a.ExpiresAt.Equal(b.ExpiresAt)
 }
 
 // cookieFor returns a browser holding a valid cookie for session ID id.
@@ -388,11 +384,11 @@ func TestDocumentMACCoversTrustedFields(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, Config{Expiry: ExpiryNone})
-			b, id := saveFresh(t, f, map[any]any{"k": "v"})
+			b, id := saveNewSession(t, f, map[any]any{"k": "v"})
 			if _, err := f.coll.UpdateOne(context.Background(), idFilter(docID(id)), tt.change); err != nil {
 				t.Fatal(err)
 			}
-			if s, err := loadWith(t, f, b); !errors.Is(err, ErrDecode) || !s.IsNew {
+			if s, err := loadSession(t, f, b); !errors.Is(err, ErrDecode) || !s.IsNew {
 				t.Fatalf("IsNew=%v err=%v; want a fresh session and ErrDecode", s.IsNew, err)
 			}
 		})
@@ -435,7 +431,7 @@ func TestMACKeysAreDerived(t *testing.T) {
 
 func TestDatabaseNeverHoldsRawSessionID(t *testing.T) {
 	f := newFixture(t, Config{})
-	_, id := saveFresh(t, f, map[any]any{"k": "v"})
+	_, id := saveNewSession(t, f, map[any]any{"k": "v"})
 	raw, _ := idEncoding.DecodeString(id)
 	sum := sha256.Sum256([]byte(id))
 	want := hex.EncodeToString(sum[:])
@@ -470,8 +466,8 @@ func TestKeyRotation(t *testing.T) {
 	rotated := newStore(testHashKey, nil, otherHashKey, testBlockKey)
 	onlyNew := newStore(testHashKey)
 
-	b, _ := saveFresh(t, oldKeys, map[any]any{"user": "ada"})
-	if s, err := loadWith(t, rotated, b); err != nil || s.IsNew || s.Values["user"] != "ada" {
+	b, _ := saveNewSession(t, oldKeys, map[any]any{"user": "ada"})
+	if s, err := loadSession(t, rotated, b); err != nil || s.IsNew || s.Values["user"] != "ada" {
 		t.Fatalf("rotated store cannot read an old-key cookie: IsNew=%v err=%v", s.IsNew, err)
 	}
 	// A save re-issues the cookie with the first (new) key pair.
@@ -482,10 +478,10 @@ func TestKeyRotation(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	if s, err := loadWith(t, onlyNew, b); err != nil || s.IsNew || s.Values["user"] != "ada" {
+	if s, err := loadSession(t, onlyNew, b); err != nil || s.IsNew || s.Values["user"] != "ada" {
 		t.Fatalf("re-issued cookie not signed with the new key: IsNew=%v err=%v", s.IsNew, err)
 	}
-	if s, err := loadWith(t, oldKeys, b); !s.IsNew || !errors.Is(err, ErrInvalidCookie) {
+	if s, err := loadSession(t, oldKeys, b); !s.IsNew || !errors.Is(err, ErrInvalidCookie) {
 		t.Fatalf("old-key store read a new-key cookie: IsNew=%v err=%v", s.IsNew, err)
 	}
 }
@@ -493,7 +489,7 @@ func TestKeyRotation(t *testing.T) {
 func TestForeignDataNeverReachesTheCodec(t *testing.T) {
 	spy := &spyCodec{}
 	f := newFixture(t, Config{Codec: spy})
-	b, id := saveFresh(t, f, map[any]any{"user": "ada"})
+	b, id := saveNewSession(t, f, map[any]any{"user": "ada"})
 	id1 := docID(id)
 
 	// Someone with write access to the collection, but not the app's keys,
@@ -504,7 +500,7 @@ func TestForeignDataNeverReachesTheCodec(t *testing.T) {
 		t.Fatal(err)
 	}
 	spy.decoded = nil
-	s, err := loadWith(t, f, b)
+	s, err := loadSession(t, f, b)
 	if !errors.Is(err, ErrDecode) || !s.IsNew {
 		t.Fatalf("Get = IsNew %v, %v; want a fresh session and ErrDecode", s.IsNew, err)
 	}
@@ -514,8 +510,8 @@ func TestForeignDataNeverReachesTheCodec(t *testing.T) {
 
 	// Data moved from another session's document fails too: the MAC binds
 	// the data to its _id.
-	_, other := saveFresh(t, f, map[any]any{"user": "eve"})
-	otherDoc := readDocument(t, f, other)
+	_, other := saveNewSession(t, f, map[any]any{"user": "eve"})
+	otherDoc := storedDocument(t, f, other)
 	if _, err := f.coll.UpdateOne(context.Background(), idFilter(id1),
 		bson.D{{Key: "$set", Value: bson.D{
 			{Key: fieldData, Value: otherDoc.Lookup(fieldData)},
@@ -523,7 +519,7 @@ func TestForeignDataNeverReachesTheCodec(t *testing.T) {
 		}}}); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := loadWith(t, f, b); !errors.Is(err, ErrDecode) || s.Values["user"] == "eve" {
+	if s, err := loadSession(t, f, b); !errors.Is(err, ErrDecode) || s.Values["user"] == "eve" {
 		t.Fatalf("swapped data accepted: %v, %v", s.Values, err)
 	}
 
@@ -533,27 +529,17 @@ func TestForeignDataNeverReachesTheCodec(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rotated.Close() })
-	b2, _ := saveFresh(t, f, map[any]any{"user": "ada"})
+	b2, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
 	rf := &storeFixture{store: rotated, coll: f.coll, cmds: f.cmds}
-	if s, err := loadWith(t, rf, b2); err != nil || s.Values["user"] != "ada" {
+	if s, err := loadSession(t, rf, b2); err != nil || s.Values["user"] != "ada" {
 		t.Fatalf("rotated store: %v, %v", s.Values, err)
 	}
-}
-
-// rawDocument returns the stored document of session ID id.
-func rawDocument(t *testing.T, f *storeFixture, id string) bson.Raw {
-	t.Helper()
-	var doc bson.Raw
-	if err := f.coll.FindOne(context.Background(), idFilter(docID(id))).Decode(&doc); err != nil {
-		t.Fatal(err)
-	}
-	return doc
 }
 
 // parsedDocument returns the parsed stored document of session ID id.
 func parsedDocument(t *testing.T, f *storeFixture, id string) document {
 	t.Helper()
-	d, err := parseDocument(rawDocument(t, f, id))
+	d, err := parseDocument(storedDocument(t, f, id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -564,8 +550,8 @@ func TestEncryptionAtRest(t *testing.T) {
 	const secret = "card-4111-1111-1111-1111"
 	t.Run("a dump shows no values", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
-		b, id := saveFresh(t, f, map[any]any{"card": secret, "user": "ada-lovelace"})
-		doc := rawDocument(t, f, id)
+		b, id := saveNewSession(t, f, map[any]any{"card": secret, "user": "ada-lovelace"})
+		doc := storedDocument(t, f, id)
 		for _, plain := range []string{secret, "ada-lovelace", "card"} {
 			if bytes.Contains(doc, []byte(plain)) {
 				t.Fatalf("the stored document holds %q in clear", plain)
@@ -574,47 +560,47 @@ func TestEncryptionAtRest(t *testing.T) {
 		if _, data := doc.Lookup(fieldData).Binary(); data[0] != envelopeGCM {
 			t.Fatalf("data envelope %#x, want AES-GCM", data[0])
 		}
-		if s, err := loadWith(t, f, b); err != nil || s.Values["card"] != secret {
+		if s, err := loadSession(t, f, b); err != nil || s.Values["card"] != secret {
 			t.Fatalf("reload: %v, %v", s.Values, err)
 		}
 	})
 	t.Run("without a block key the values are only authenticated", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey)
-		_, id := saveFresh(t, f, map[any]any{"card": secret})
-		if !bytes.Contains(rawDocument(t, f, id), []byte(secret)) {
+		_, id := saveNewSession(t, f, map[any]any{"card": secret})
+		if !bytes.Contains(storedDocument(t, f, id), []byte(secret)) {
 			t.Fatal("the value is not in clear without a block key: is it encrypted with something else?")
 		}
 	})
 	t.Run("tampered ciphertext, even with a valid MAC", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
-		b, id := saveFresh(t, f, map[any]any{"card": secret})
+		b, id := saveNewSession(t, f, map[any]any{"card": secret})
 		d := parsedDocument(t, f, id)
 		d.data = bytes.Clone(d.data)
 		d.data[len(d.data)-1] ^= 1
 		resealed(t, f, d)
-		if s, err := loadWith(t, f, b); !errors.Is(err, ErrDecode) || !s.IsNew {
+		if s, err := loadSession(t, f, b); !errors.Is(err, ErrDecode) || !s.IsNew {
 			t.Fatalf("IsNew=%v err=%v; want ErrDecode", s.IsNew, err)
 		}
 	})
 	t.Run("ciphertext moved to another document", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
-		_, victim := saveFresh(t, f, map[any]any{"user": "admin"})
-		b, attacker := saveFresh(t, f, map[any]any{"user": "mallory"})
+		_, victim := saveNewSession(t, f, map[any]any{"user": "admin"})
+		b, attacker := saveNewSession(t, f, map[any]any{"user": "mallory"})
 		to := parsedDocument(t, f, victim)
 		to.id = docID(attacker) // the MAC is recomputed: only the AEAD's binding to _id stops it
 		resealed(t, f, to)
-		if s, err := loadWith(t, f, b); !errors.Is(err, ErrDecode) || s.Values["user"] == "admin" {
+		if s, err := loadSession(t, f, b); !errors.Is(err, ErrDecode) || s.Values["user"] == "admin" {
 			t.Fatalf("values %v err=%v; want ErrDecode", s.Values, err)
 		}
 	})
 	t.Run("key rotation", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
-		b, id := saveFresh(t, f, map[any]any{"card": secret})
+		b, id := saveNewSession(t, f, map[any]any{"card": secret})
 		newBlock := bytes.Repeat([]byte{0x44}, 32)
-		rotated := storeOn(t, f, otherHashKey, newBlock, testHashKey, testBlockKey)
+		rotated := storeOn(t, f.coll, Config{Expiry: ExpiryNone}, otherHashKey, newBlock, testHashKey, testBlockKey)
 		// The rotated store reads the old document, and rewrites it with the new keys.
 		b.do(func(w http.ResponseWriter, r *http.Request) {
-			s, err := rotated.store.Get(r, testSessionName)
+			s, err := rotated.Get(r, testSessionName)
 			if err != nil || s.Values["card"] != secret {
 				t.Fatalf("rotated store: %v, %v", s.Values, err)
 			}
@@ -624,36 +610,24 @@ func TestEncryptionAtRest(t *testing.T) {
 			}
 		})
 		// Only the new keys are needed now.
-		if s, err := loadWith(t, storeOn(t, f, otherHashKey, newBlock), b); err != nil || s.Values["n"] != 1 {
+		if s, err := loadSession(t, &storeFixture{store: storeOn(t, f.coll, Config{Expiry: ExpiryNone}, otherHashKey, newBlock)}, b); err != nil || s.Values["n"] != 1 {
 			t.Fatalf("new keys only: %v, %v", s.Values, err)
 		}
 		// And a store that lost the block key cannot read it (given a cookie
 		// it can read: the cookie was encrypted with the block key too).
-		noBlock := storeOn(t, f, otherHashKey)
-		if _, err := loadWith(t, noBlock, cookieFor(t, noBlock.store, id)); !errors.Is(err, ErrDecode) {
+		noBlock := &storeFixture{store: storeOn(t, f.coll, Config{Expiry: ExpiryNone}, otherHashKey)}
+		if _, err := loadSession(t, noBlock, cookieFor(t, noBlock.store, id)); !errors.Is(err, ErrDecode) {
 			t.Fatalf("without the block key: %v, want ErrDecode", err)
 		}
 	})
 	t.Run("a store without the block key says so", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
-		_, id := saveFresh(t, f, map[any]any{"card": secret})
-		noBlock := storeOn(t, f, testHashKey)
-		if _, err := loadWith(t, noBlock, cookieFor(t, noBlock.store, id)); !errors.Is(err, ErrDecode) || !strings.Contains(err.Error(), "no block key") {
+		_, id := saveNewSession(t, f, map[any]any{"card": secret})
+		noBlock := &storeFixture{store: storeOn(t, f.coll, Config{Expiry: ExpiryNone}, testHashKey)}
+		if _, err := loadSession(t, noBlock, cookieFor(t, noBlock.store, id)); !errors.Is(err, ErrDecode) || !strings.Contains(err.Error(), "no block key") {
 			t.Fatalf("without the block key: %v, want ErrDecode saying so", err)
 		}
 	})
-}
-
-// storeOn returns a store with keys on the collection of f, closed when
-// the test ends.
-func storeOn(t *testing.T, f *storeFixture, keys ...[]byte) *storeFixture {
-	t.Helper()
-	s, err := NewStore(context.Background(), f.coll, Config{Expiry: ExpiryNone}, keys...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return &storeFixture{store: s, coll: f.coll, cmds: f.cmds}
 }
 
 // resealed stores d as the document d.id, with a valid MAC: what someone
@@ -674,7 +648,7 @@ func TestPlainDataRefusedWhenTheStoreEncrypts(t *testing.T) {
 	// Defect 9: the store decoded plain data under a valid MAC whatever its keys, so the hash key alone let one forge values.
 	f := newFixture(t, Config{}, testHashKey, testBlockKey)
 	owned := map[any]any{"user": "ada", ownerKey: "ada", deviceKey: "Firefox on Linux"}
-	b, id := saveFresh(t, f, owned)
+	b, id := saveNewSession(t, f, owned)
 	ctx := context.Background()
 	if listed, err := f.store.ListSessions(ctx, "ada", nil); err != nil || len(listed) != 1 {
 		t.Fatalf("ListSessions before = %+v, %v; want the session", listed, err)
@@ -687,7 +661,7 @@ func TestPlainDataRefusedWhenTheStoreEncrypts(t *testing.T) {
 	d := parsedDocument(t, f, id)
 	d.data = append([]byte{envelopePlain}, plain...)
 	resealed(t, f, d) // the owner field stays: the owner index still finds it
-	s, err := loadWith(t, f, b)
+	s, err := loadSession(t, f, b)
 	if !errors.Is(err, ErrDecode) || !s.IsNew || len(s.Values) != 0 {
 		t.Fatalf("plain data loaded: IsNew=%v values=%v err=%v; want a new session and ErrDecode", s.IsNew, s.Values, err)
 	}

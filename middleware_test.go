@@ -19,11 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/securecookie"
 	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // The middleware tests that count commands use ExpiryNone: the GC goroutine
@@ -33,89 +30,6 @@ import (
 // mwHandlerText is what the test handlers write; it must never appear in an
 // error response.
 const mwHandlerText = "handler body: this must not leak"
-
-// mwCommandNames returns the names of the commands recorded in l, in order.
-func mwCommandNames(l *commandLog) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var names []string
-	for _, c := range l.commands {
-		if elems, err := c.Elements(); err == nil && len(elems) > 0 {
-			names = append(names, elems[0].Key())
-		}
-	}
-	return names
-}
-
-// mwSetCookie returns the cookie called name that h sets, or nil.
-func mwSetCookie(h http.Header, name string) *http.Cookie {
-	for _, c := range (&http.Response{Header: h}).Cookies() {
-		if c.Name == name {
-			return c
-		}
-	}
-	return nil
-}
-
-// mwDocument returns the document of the session whose cookie value is
-// value, read directly from the collection (the read is recorded in the
-// fixture's command log).
-func mwDocument(t testing.TB, f *storeFixture, value string) (bson.Raw, bool) {
-	t.Helper()
-	id, _, err := f.store.cookies.decode(testSessionName, value)
-	if err != nil {
-		t.Fatalf("decode session cookie: %v", err)
-	}
-	raw, err := f.coll.FindOne(context.Background(), idFilter(docID(id))).Raw()
-	if errors.Is(err, mongo.ErrNoDocuments) {
-		return nil, false
-	}
-	if err != nil {
-		t.Fatalf("find session document: %v", err)
-	}
-	return raw, true
-}
-
-// mwBrowserDocument returns the document of the session the browser holds.
-func mwBrowserDocument(t testing.TB, f *storeFixture, b *browser) (bson.Raw, bool) {
-	t.Helper()
-	c, ok := b.cookies[testSessionName]
-	if !ok {
-		t.Fatalf("the browser holds no %q cookie", testSessionName)
-	}
-	return mwDocument(t, f, c.Value)
-}
-
-// mwDate returns the date field of a session document.
-func mwDate(t testing.TB, doc bson.Raw, field string) time.Time {
-	t.Helper()
-	v, err := doc.LookupErr(field)
-	if err != nil {
-		t.Fatalf("document has no %s: %v", field, err)
-	}
-	dt, ok := v.DateTimeOK()
-	if !ok {
-		t.Fatalf("%s is %v, not a date", field, v.Type)
-	}
-	return time.UnixMilli(dt).UTC()
-}
-
-// mwSessionHandler returns the middleware named testSessionName of
-// f.store, with the error handler onError (nil for the default), wrapping
-// fn, which gets the session the middleware loaded (store.Get returns it:
-// gorilla's registry holds it for the request; its error, if any, is the
-// middleware's, which the middleware has dealt with).
-func mwSessionHandler(t testing.TB, f *storeFixture, onError func(http.ResponseWriter, *http.Request, error), fn func(w http.ResponseWriter, r *http.Request, s *sessions.Session)) http.Handler {
-	return f.store.Middleware(testSessionName, onError)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, _ := f.store.Get(r, testSessionName)
-		if s == nil {
-			t.Errorf("store.Get(r, %q) = nil inside the middleware", testSessionName)
-			http.Error(w, "no session", http.StatusTeapot)
-			return
-		}
-		fn(w, r, s)
-	}))
-}
 
 // mwServer starts an HTTP server for h, closed when the test ends.
 func mwServer(t testing.TB, h http.Handler) *httptest.Server {
@@ -148,110 +62,6 @@ func mwGet(t testing.TB, c *http.Client, url string) (*http.Response, string) {
 		t.Fatalf("read body: %v", err)
 	}
 	return resp, string(body)
-}
-
-// mwUnreachableStore returns a store whose client never reaches a server,
-// and the log of the commands that client starts.
-func mwUnreachableStore(t testing.TB, cfg Config) (*Store, *commandLog) {
-	t.Helper()
-	cmds := &commandLog{}
-	client, err := mongo.Connect(options.Client().
-		ApplyURI("mongodb://127.0.0.1:1/?serverSelectionTimeoutMS=50&connectTimeoutMS=50").
-		SetMonitor(cmds.monitor()))
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	cfg.Expiry = ExpiryNone
-	store, err := NewStore(context.Background(), client.Database(testDatabase).Collection("unreachable"), cfg, testHashKey)
-	if err != nil {
-		t.Fatalf("NewStore: %v", err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	return store, cmds
-}
-
-// mwCookieFor returns a validly signed cookie value for a fresh session ID
-// of the store.
-func mwCookieFor(t testing.TB, s *Store) string {
-	t.Helper()
-	v, err := s.cookies.encode(testSessionName, newSessionID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-// mwSaveNew saves a new session holding values with Store.Save (no
-// middleware) and returns the browser that holds its cookie and the session
-// ID. (A copy of store_test.go's saveNew, which this file cannot share.)
-func mwSaveNew(t *testing.T, f *storeFixture, values map[any]any) (*browser, string) {
-	t.Helper()
-	b := newBrowser()
-	var id string
-	b.do(func(w http.ResponseWriter, r *http.Request) {
-		s, err := f.store.Get(r, testSessionName)
-		if err != nil {
-			t.Fatalf("Get: %v", err)
-		}
-		for k, v := range values {
-			s.Values[k] = v
-		}
-		if err := s.Save(r, w); err != nil {
-			t.Fatalf("Save: %v", err)
-		}
-		id = s.ID
-	})
-	if len(b.cookies) != 1 {
-		t.Fatalf("after Save the browser holds %d cookies, want 1", len(b.cookies))
-	}
-	return b, id
-}
-
-// mwLoad runs one request from b, without the middleware, and returns the
-// session the store loads.
-func mwLoad(t *testing.T, f *storeFixture, b *browser) (*sessions.Session, error) {
-	t.Helper()
-	var s *sessions.Session
-	var err error
-	b.do(func(w http.ResponseWriter, r *http.Request) {
-		s, err = f.store.Get(r, testSessionName)
-	})
-	if s == nil {
-		t.Fatal("Get returned a nil session")
-	}
-	return s, err
-}
-
-// mwUnusableCookies returns one cookie value of each kind the store must
-// refuse, made from valid, a cookie value the store s wrote. (A copy of
-// cookie_test.go's unusableCookies, which this file cannot share.)
-func mwUnusableCookies(tb testing.TB, s *Store, valid string) []struct{ name, value string } {
-	tb.Helper()
-	encode := func(name string, value []byte, codecs ...securecookie.Codec) string {
-		v, err := securecookie.EncodeMulti(name, value, codecs...)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		return v
-	}
-	flipped := []byte(valid) // one base64 character changed: it decodes, but fails its MAC
-	if i := len(flipped) / 2; flipped[i] == 'A' {
-		flipped[i] = 'B'
-	} else {
-		flipped[i] = 'A'
-	}
-	foreign := securecookie.New(otherHashKey, nil).SetSerializer(securecookie.NopEncoder{})
-	return []struct{ name, value string }{
-		{"tampered", string(flipped)},
-		{"truncated", valid[:len(valid)-5]},
-		{"empty", ""},
-		{"garbage", "%%%not base64%%%"},
-		{"huge", strings.Repeat("A", 5000)},
-		{"foreign key", encode(testSessionName, []byte(newSessionID()), foreign)},
-		{"malformed ID", encode(testSessionName, []byte("not-a-session-id"), s.cookies...)},
-		{"signed for another name", encode("other", []byte(newSessionID()), s.cookies...)},
-	}
 }
 
 // TestMiddlewareCommands checks which commands a request sends, whether it
@@ -306,7 +116,7 @@ func TestMiddlewareCommands(t *testing.T) {
 			f := newFixture(t, Config{Expiry: ExpiryNone, Now: clock.Now})
 			b := newBrowser()
 			if tc.existing {
-				b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				b.do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 					s.Values["user"] = "alice"
 				}).ServeHTTP)
 				if f.count(t) != 1 {
@@ -317,19 +127,19 @@ func TestMiddlewareCommands(t *testing.T) {
 			f.cmds.reset()
 
 			var checked check = tc.check
-			rec := b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			rec := b.do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				checked(t, s)
 				tc.handle(s)
 				_, _ = io.WriteString(w, "ok")
 			}).ServeHTTP)
 
-			if got := mwCommandNames(f.cmds); !slices.Equal(got, tc.wantCmds) {
+			if got := commandNames(f.cmds); !slices.Equal(got, tc.wantCmds) {
 				t.Errorf("commands = %q, want %q", got, tc.wantCmds)
 			}
 			if rec.Code != http.StatusOK || rec.Body.String() != "ok" {
 				t.Errorf("response %d %q, want 200 ok", rec.Code, rec.Body)
 			}
-			c := mwSetCookie(rec.Header(), testSessionName)
+			c := responseCookie(rec.Header(), testSessionName)
 			switch {
 			case tc.wantCookie && (c == nil || c.Value == "" || c.MaxAge < 0):
 				t.Errorf("Set-Cookie %v, want a session cookie", rec.Header().Values("Set-Cookie"))
@@ -353,7 +163,7 @@ func TestMiddlewareLoadError(t *testing.T) {
 		store func(t *testing.T, logs *syncBuffer) *Store
 	}{
 		{"unreachable server", func(t *testing.T, logs *syncBuffer) *Store {
-			s, _ := mwUnreachableStore(t, Config{Logger: testLogger(logs)})
+			s, _ := unreachableStore(t, Config{Logger: testLogger(logs)})
 			return s
 		}},
 		{"disconnected client", func(t *testing.T, logs *syncBuffer) *Store {
@@ -393,7 +203,7 @@ func TestMiddlewareLoadError(t *testing.T) {
 					_, _ = io.WriteString(w, mwHandlerText)
 				}))
 				req := httptest.NewRequest(http.MethodGet, "/", nil)
-				req.AddCookie(&http.Cookie{Name: testSessionName, Value: mwCookieFor(t, store)})
+				req.AddCookie(&http.Cookie{Name: testSessionName, Value: signedCookie(t, store)})
 				rec := httptest.NewRecorder()
 				h.ServeHTTP(rec, req)
 
@@ -514,13 +324,13 @@ func TestMiddlewareSaveError(t *testing.T) {
 				f := newFixture(t, fail.cfg)
 				b := newBrowser()
 				if fail.prepare {
-					b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+					b.do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 						s.Values["user"] = "alice"
 					}).ServeHTTP)
 				}
 				docsBefore := f.count(t)
 				var respondErr error
-				rec := b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				rec := b.do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 					w.Header().Set("X-Handler", "leaked")
 					w.Header().Set("Content-Type", "application/x-handler")
 					fail.change(t, f, s)
@@ -536,7 +346,7 @@ func TestMiddlewareSaveError(t *testing.T) {
 				if rec.Header().Get("X-Handler") != "" || strings.Contains(rec.Header().Get("Content-Type"), "x-handler") {
 					t.Errorf("the handler's headers leaked: %v", rec.Header())
 				}
-				if c := mwSetCookie(rec.Header(), testSessionName); c != nil {
+				if c := responseCookie(rec.Header(), testSessionName); c != nil {
 					t.Errorf("error response sets the session cookie: %v", c)
 				}
 				if trig.name != "return" && !errors.Is(respondErr, errResponseDiscarded) {
@@ -555,7 +365,7 @@ func TestMiddlewareSaveError(t *testing.T) {
 			f := newFixture(t, fail.cfg)
 			b := newBrowser()
 			if fail.prepare {
-				b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				b.do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 					s.Values["user"] = "alice"
 				}).ServeHTTP)
 			}
@@ -572,7 +382,7 @@ func TestMiddlewareSaveError(t *testing.T) {
 				w.WriteHeader(http.StatusTeapot)
 				_, _ = io.WriteString(w, "custom error")
 			}
-			rec := b.do(mwSessionHandler(t, f, onError, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			rec := b.do(sessionHandler(t, f.store, onError, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				handled = s
 				fail.change(t, f, s)
 				_, _ = io.WriteString(w, mwHandlerText)
@@ -596,12 +406,12 @@ func TestMiddlewareSaveError(t *testing.T) {
 func TestMiddlewareInvalidCookie(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
 	b := newBrowser()
-	b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	b.do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		s.Values["user"] = "alice"
 	}).ServeHTTP)
 	valid := b.cookies[testSessionName].Value
 
-	tests := mwUnusableCookies(t, f.store, valid)
+	tests := unusableCookies(t, f.store, valid)
 	for _, tc := range tests {
 		for _, write := range []bool{false, true} {
 			name := tc.name + "/read"
@@ -611,7 +421,7 @@ func TestMiddlewareInvalidCookie(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				before := f.count(t)
 				f.cmds.reset()
-				h := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				h := sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 					if !s.IsNew || len(s.Values) != 0 || s.ID != "" {
 						t.Errorf("session IsNew=%v ID=%q values=%v, want a fresh one", s.IsNew, s.ID, s.Values)
 					}
@@ -634,10 +444,10 @@ func TestMiddlewareInvalidCookie(t *testing.T) {
 				if write {
 					wantCmds = []string{"insert"}
 				}
-				if got := mwCommandNames(f.cmds); !slices.Equal(got, wantCmds) {
+				if got := commandNames(f.cmds); !slices.Equal(got, wantCmds) {
 					t.Errorf("commands %q, want %q", got, wantCmds)
 				}
-				c := mwSetCookie(rec.Header(), testSessionName)
+				c := responseCookie(rec.Header(), testSessionName)
 				if !write {
 					if c != nil {
 						t.Errorf("sets cookie %v, want none", c)
@@ -654,7 +464,7 @@ func TestMiddlewareInvalidCookie(t *testing.T) {
 		}
 	}
 	// The original session is untouched.
-	if doc, ok := mwDocument(t, f, valid); !ok {
+	if doc, ok := cookieDocument(t, f, valid); !ok {
 		t.Error("the original session is gone")
 	} else if _, _, v, err := f.store.open(doc); err != nil || v["user"] != "alice" {
 		t.Errorf("original session values %v, %v", v, err)
@@ -666,7 +476,7 @@ func TestMiddlewareInvalidCookie(t *testing.T) {
 func TestMiddlewareUnreadableSession(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
 	b := newBrowser()
-	b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	b.do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		s.Values["user"] = "alice"
 	}).ServeHTTP)
 	old := b.cookies[testSessionName].Value
@@ -676,7 +486,7 @@ func TestMiddlewareUnreadableSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.cmds.reset()
-	rec := b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	rec := b.do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		if !s.IsNew || len(s.Values) != 0 {
 			t.Errorf("session IsNew=%v values=%v, want a fresh one", s.IsNew, s.Values)
 		}
@@ -686,10 +496,10 @@ func TestMiddlewareUnreadableSession(t *testing.T) {
 	if rec.Code != http.StatusOK || rec.Body.String() != "ok" {
 		t.Errorf("response %d %q, want 200 ok", rec.Code, rec.Body)
 	}
-	if got, want := mwCommandNames(f.cmds), []string{"find", "insert"}; !slices.Equal(got, want) {
+	if got, want := commandNames(f.cmds), []string{"find", "insert"}; !slices.Equal(got, want) {
 		t.Errorf("commands %q, want %q", got, want)
 	}
-	if c := mwSetCookie(rec.Header(), testSessionName); c == nil || c.Value == old {
+	if c := responseCookie(rec.Header(), testSessionName); c == nil || c.Value == old {
 		t.Errorf("cookie %v, want a new session's", c)
 	}
 	if !strings.Contains(f.logs.String(), "discarding an unreadable session") {
@@ -702,7 +512,7 @@ func TestMiddlewareLogout(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
 	b := newBrowser()
 	logout := false
-	h := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	h := sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		if logout {
 			s.Options.MaxAge = -1
 		} else {
@@ -718,10 +528,10 @@ func TestMiddlewareLogout(t *testing.T) {
 	logout = true
 	f.cmds.reset()
 	rec := b.do(h)
-	if got, want := mwCommandNames(f.cmds), []string{"find", "delete"}; !slices.Equal(got, want) {
+	if got, want := commandNames(f.cmds), []string{"find", "delete"}; !slices.Equal(got, want) {
 		t.Errorf("commands %q, want %q", got, want)
 	}
-	c := mwSetCookie(rec.Header(), testSessionName)
+	c := responseCookie(rec.Header(), testSessionName)
 	if c == nil || c.MaxAge >= 0 || c.Value != "" {
 		t.Errorf("Set-Cookie %v, want an expired, empty session cookie", rec.Header().Values("Set-Cookie"))
 	}
@@ -744,8 +554,8 @@ func TestMiddlewareLogout(t *testing.T) {
 	}
 	t.Run("explicit logout save sets one cookie", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone})
-		b, _ := mwSaveNew(t, f, map[any]any{"user": "ada"})
-		rec := b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+		rec := b.do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 			s.Options.MaxAge = -1
 			if err := s.Save(r, w); err != nil {
 				t.Error(err)
@@ -814,10 +624,10 @@ func TestMiddlewareSessionAccessor(t *testing.T) {
 	})))
 	br := newBrowser()
 	rec := br.do(h.ServeHTTP)
-	if mwSetCookie(rec.Header(), "a") == nil || mwSetCookie(rec.Header(), "b") == nil {
+	if responseCookie(rec.Header(), "a") == nil || responseCookie(rec.Header(), "b") == nil {
 		t.Fatalf("Set-Cookie %v, want cookies a and b", rec.Header().Values("Set-Cookie"))
 	}
-	if c := mwSetCookie(rec.Header(), "c"); c != nil {
+	if c := responseCookie(rec.Header(), "c"); c != nil {
 		t.Errorf("Set-Cookie %v: session c, which no middleware manages, was saved", c)
 	}
 	if got := rec.Header().Get("Cache-Control"); got != "no-store" {
@@ -828,7 +638,7 @@ func TestMiddlewareSessionAccessor(t *testing.T) {
 	if rec.Body.String() != "a=2 b=11" {
 		t.Errorf("second request body %q, want a=2 b=11", rec.Body)
 	}
-	if got, want := mwCommandNames(f.cmds), []string{"find", "find", "findAndModify", "findAndModify"}; !slices.Equal(got, want) {
+	if got, want := commandNames(f.cmds), []string{"find", "find", "findAndModify", "findAndModify"}; !slices.Equal(got, want) {
 		t.Errorf("commands %q, want %q", got, want)
 	}
 	if n := f.count(t); n != 2 {
@@ -844,7 +654,7 @@ func TestMiddlewareSessionAccessor(t *testing.T) {
 func TestMiddlewareConcurrentClients(t *testing.T) {
 	const clients, requests = 50, 5
 	f := newFixture(t, Config{})
-	srv := mwServer(t, mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	srv := mwServer(t, sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		if s.IsNew {
 			s.Values["client"] = r.URL.Query().Get("client")
 		}
@@ -918,7 +728,7 @@ func TestMiddlewareSavesBeforeHeaders(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Config{})
-			srv := mwServer(t, mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			srv := mwServer(t, sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				if r.URL.Path == "/check" {
 					_, _ = fmt.Fprintf(w, "new=%v saved=%v", s.IsNew, s.Values["saved"])
 					return
@@ -933,14 +743,14 @@ func TestMiddlewareSavesBeforeHeaders(t *testing.T) {
 			if resp.StatusCode != tc.wantStatus || body != tc.wantBody {
 				t.Errorf("response %d %q, want %d %q", resp.StatusCode, body, tc.wantStatus, tc.wantBody)
 			}
-			c := mwSetCookie(resp.Header, testSessionName)
+			c := responseCookie(resp.Header, testSessionName)
 			if c == nil || c.Value == "" {
 				t.Fatalf("response sets no session cookie; headers %v", resp.Header)
 			}
 			if resp.Header.Get("X-Handler") != "yes" {
 				t.Errorf("the handler's header was lost: %v", resp.Header)
 			}
-			if _, ok := mwDocument(t, f, c.Value); !ok {
+			if _, ok := cookieDocument(t, f, c.Value); !ok {
 				t.Errorf("no document for the cookie the response set")
 			}
 			_, body = mwGet(t, client, srv.URL+"/check")
@@ -973,7 +783,7 @@ func TestMiddlewareFlushStreams(t *testing.T) {
 			f := newFixture(t, Config{})
 			firstRead := make(chan struct{})
 			handlerDone := make(chan struct{})
-			srv := mwServer(t, mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			srv := mwServer(t, sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				defer close(handlerDone)
 				s.Values["streaming"] = true
 				// A flush before anything is written sends the headers alone.
@@ -1003,7 +813,7 @@ func TestMiddlewareFlushStreams(t *testing.T) {
 				t.Fatalf("GET: %v", err)
 			}
 			defer resp.Body.Close()
-			c := mwSetCookie(resp.Header, testSessionName)
+			c := responseCookie(resp.Header, testSessionName)
 			if c == nil || c.Value == "" {
 				t.Errorf("streamed response sets no session cookie; headers %v", resp.Header)
 			}
@@ -1022,7 +832,7 @@ func TestMiddlewareFlushStreams(t *testing.T) {
 			}
 			<-handlerDone
 			if c != nil {
-				if _, ok := mwDocument(t, f, c.Value); !ok {
+				if _, ok := cookieDocument(t, f, c.Value); !ok {
 					t.Error("no document for the streamed session")
 				}
 			}
@@ -1035,7 +845,7 @@ func TestMiddlewareFlushStreams(t *testing.T) {
 // through Unwrap.
 func TestMiddlewareResponseController(t *testing.T) {
 	f := newFixture(t, Config{})
-	srv := mwServer(t, mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	srv := mwServer(t, sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		rc := http.NewResponseController(w)
 		s.Values["deadline"] = "set"
 		if err := rc.SetWriteDeadline(time.Now().Add(time.Minute)); err != nil {
@@ -1053,7 +863,7 @@ func TestMiddlewareResponseController(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || body != "ok" {
 		t.Errorf("response %d %q", resp.StatusCode, body)
 	}
-	if c := mwSetCookie(resp.Header, testSessionName); c == nil {
+	if c := responseCookie(resp.Header, testSessionName); c == nil {
 		t.Error("no session cookie")
 	}
 	if n := f.count(t); n != 1 {
@@ -1061,7 +871,7 @@ func TestMiddlewareResponseController(t *testing.T) {
 	}
 
 	// Hijack, too, reaches the connection through Unwrap.
-	hijack := mwServer(t, mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	hijack := mwServer(t, sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		conn, rw, err := http.NewResponseController(w).Hijack()
 		if err != nil {
 			t.Errorf("Hijack: %v", err)
@@ -1083,7 +893,7 @@ func TestMiddlewareResponseController(t *testing.T) {
 // middleware set before calling this one (HSTS, CORS, request IDs) stay.
 func TestMiddlewareErrorResponseKeepsHeaders(t *testing.T) {
 	f := newFixture(t, Config{MaxSize: 256})
-	inner := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	inner := sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		w.Header().Set("X-Handler", "leaked")
 		s.Values["big"] = strings.Repeat("x", 1000)
 		_, _ = io.WriteString(w, mwHandlerText)
@@ -1138,9 +948,9 @@ func TestMiddlewareCacheHeaders(t *testing.T) {
 			f := newFixture(t, Config{Expiry: ExpiryNone})
 			b := newBrowser()
 			if tc.existing {
-				b, _ = mwSaveNew(t, f, map[any]any{"user": "alice"})
+				b, _ = saveNewSession(t, f, map[any]any{"user": "alice"})
 			}
-			rec := b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			rec := b.do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				if tc.cacheControl != "" {
 					w.Header().Set("Cache-Control", tc.cacheControl)
 				}
@@ -1155,7 +965,7 @@ func TestMiddlewareCacheHeaders(t *testing.T) {
 			if got := rec.Header().Get("Cache-Control"); got != tc.want {
 				t.Errorf("Cache-Control %q, want %q", got, tc.want)
 			}
-			if c := mwSetCookie(rec.Header(), testSessionName); (c != nil) != tc.wantCookie {
+			if c := responseCookie(rec.Header(), testSessionName); (c != nil) != tc.wantCookie {
 				t.Errorf("Set-Cookie %v, want cookie: %v", rec.Header().Values("Set-Cookie"), tc.wantCookie)
 			}
 		})
@@ -1184,7 +994,7 @@ func TestMiddlewareTouchInterval(t *testing.T) {
 			// The store's default MaxAge (one day) is the idle timeout.
 			idle := time.Duration(f.store.Options.MaxAge) * time.Second
 			change := ""
-			h := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			h := sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				if change != "" {
 					s.Values["user"] = change
 				}
@@ -1194,26 +1004,26 @@ func TestMiddlewareTouchInterval(t *testing.T) {
 				t.Helper()
 				f.cmds.reset()
 				rec := b.do(h)
-				if got := mwCommandNames(f.cmds); !slices.Equal(got, wantCmds) {
+				if got := commandNames(f.cmds); !slices.Equal(got, wantCmds) {
 					t.Errorf("at %v: commands %q, want %q", clock.Now(), got, wantCmds)
 				}
-				if c := mwSetCookie(rec.Header(), testSessionName); (c != nil) != wantCookie {
+				if c := responseCookie(rec.Header(), testSessionName); (c != nil) != wantCookie {
 					t.Errorf("at %v: Set-Cookie %v, want cookie: %v", clock.Now(), rec.Header().Values("Set-Cookie"), wantCookie)
 				}
 			}
 			change = "alice"
 			request([]string{"insert"}, true)
 			change = ""
-			doc, _ := mwBrowserDocument(t, f, b)
-			expires0 := mwDate(t, doc, fieldExpiresAt)
+			doc, _ := browserDocument(t, f, b)
+			expires0 := documentDate(t, doc, fieldExpiresAt)
 			if want := clock.Now().Add(idle); !expires0.Equal(want) {
 				t.Fatalf("expiresAt %v, want %v", expires0, want)
 			}
 
 			clock.Advance(tc.quiet)
 			request([]string{"find"}, false)
-			doc, _ = mwBrowserDocument(t, f, b)
-			if got := mwDate(t, doc, fieldExpiresAt); !got.Equal(expires0) {
+			doc, _ = browserDocument(t, f, b)
+			if got := documentDate(t, doc, fieldExpiresAt); !got.Equal(expires0) {
 				t.Errorf("expiresAt moved to %v by a read within the interval", got)
 			}
 
@@ -1221,15 +1031,15 @@ func TestMiddlewareTouchInterval(t *testing.T) {
 				// Never touched, however old the write...
 				clock.Advance(time.Hour - time.Second)
 				request([]string{"find"}, false)
-				doc, _ = mwBrowserDocument(t, f, b)
-				if got := mwDate(t, doc, fieldExpiresAt); !got.Equal(expires0) {
+				doc, _ = browserDocument(t, f, b)
+				if got := documentDate(t, doc, fieldExpiresAt); !got.Equal(expires0) {
 					t.Errorf("expiresAt moved to %v with a negative touch interval", got)
 				}
 				// ...but changes are still written.
 				change = "bob"
 				request([]string{"find", "findAndModify"}, true)
-				doc, _ = mwBrowserDocument(t, f, b)
-				if got, want := mwDate(t, doc, fieldExpiresAt), clock.Now().Add(idle); !got.Equal(want) {
+				doc, _ = browserDocument(t, f, b)
+				if got, want := documentDate(t, doc, fieldExpiresAt), clock.Now().Add(idle); !got.Equal(want) {
 					t.Errorf("expiresAt %v after a change, want %v", got, want)
 				}
 				return
@@ -1237,11 +1047,11 @@ func TestMiddlewareTouchInterval(t *testing.T) {
 
 			clock.Advance(tc.touch - tc.quiet)
 			request([]string{"find", "findAndModify"}, true)
-			doc, _ = mwBrowserDocument(t, f, b)
-			if got, want := mwDate(t, doc, fieldExpiresAt), expires0.Add(tc.touch); !got.Equal(want) {
+			doc, _ = browserDocument(t, f, b)
+			if got, want := documentDate(t, doc, fieldExpiresAt), expires0.Add(tc.touch); !got.Equal(want) {
 				t.Errorf("expiresAt after touch %v, want %v", got, want)
 			}
-			if got := mwDate(t, doc, fieldUpdatedAt); !got.Equal(clock.Now()) {
+			if got := documentDate(t, doc, fieldUpdatedAt); !got.Equal(clock.Now()) {
 				t.Errorf("updatedAt after touch %v, want %v", got, clock.Now())
 			}
 			// The touch counts as a write: the next read is quiet again.
@@ -1251,8 +1061,8 @@ func TestMiddlewareTouchInterval(t *testing.T) {
 	t.Run("touch of a session ended elsewhere", func(t *testing.T) {
 		clock := newFakeClock()
 		f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, TouchInterval: time.Minute})
-		b, _ := mwSaveNew(t, f, map[any]any{"user": "ada"})
-		h := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+		h := sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 			if _, err := f.coll.DeleteMany(r.Context(), bson.D{}); err != nil { // a logout in another tab
 				t.Error(err)
 			}
@@ -1305,7 +1115,7 @@ func TestMiddlewareUnchangedMapNotWritten(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone, Now: clock.Now})
 	b := newBrowser()
 	create := true
-	h := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	h := sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		if create {
 			values(s)
 			return
@@ -1318,10 +1128,10 @@ func TestMiddlewareUnchangedMapNotWritten(t *testing.T) {
 	for i := range 20 {
 		f.cmds.reset()
 		rec := b.do(h)
-		if got := mwCommandNames(f.cmds); !slices.Equal(got, []string{"find"}) {
+		if got := commandNames(f.cmds); !slices.Equal(got, []string{"find"}) {
 			t.Fatalf("request %d: commands %q, want only find", i, got)
 		}
-		if c := mwSetCookie(rec.Header(), testSessionName); c != nil {
+		if c := responseCookie(rec.Header(), testSessionName); c != nil {
 			t.Fatalf("request %d sets the cookie", i)
 		}
 	}
@@ -1331,7 +1141,7 @@ func TestMiddlewareUnchangedMapNotWritten(t *testing.T) {
 // through before the session is saved with the final response.
 func TestMiddlewareEarlyHints(t *testing.T) {
 	f := newFixture(t, Config{})
-	srv := mwServer(t, mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	srv := mwServer(t, sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		w.Header().Set("Link", "</style.css>; rel=preload; as=style")
 		w.WriteHeader(http.StatusEarlyHints)
 		s.Values["hinted"] = true
@@ -1369,11 +1179,11 @@ func TestMiddlewareEarlyHints(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || string(body) != "final" {
 		t.Errorf("final response %d %q", resp.StatusCode, body)
 	}
-	c := mwSetCookie(resp.Header, testSessionName)
+	c := responseCookie(resp.Header, testSessionName)
 	if c == nil {
 		t.Fatalf("final response sets no session cookie: %v", resp.Header)
 	}
-	if _, ok := mwDocument(t, f, c.Value); !ok {
+	if _, ok := cookieDocument(t, f, c.Value); !ok {
 		t.Error("no document for the session")
 	}
 }
@@ -1409,10 +1219,10 @@ func TestMiddlewareCacheHeadersExplicitSave(t *testing.T) {
 			f := newFixture(t, Config{Expiry: ExpiryNone})
 			b := newBrowser()
 			if tc.existing {
-				b, _ = mwSaveNew(t, f, map[any]any{"user": "alice"})
+				b, _ = saveNewSession(t, f, map[any]any{"user": "alice"})
 			}
 			f.cmds.reset()
-			rec := b.do(mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			rec := b.do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				w.Header().Set("Cache-Control", "public, max-age=60")
 				s.Values["user"] = "bob"
 				if err := tc.save(f, w, r, s); err != nil {
@@ -1420,10 +1230,10 @@ func TestMiddlewareCacheHeadersExplicitSave(t *testing.T) {
 				}
 				_, _ = io.WriteString(w, "ok")
 			}).ServeHTTP)
-			if got := mwCommandNames(f.cmds); !slices.Equal(got, tc.wantCmds) {
+			if got := commandNames(f.cmds); !slices.Equal(got, tc.wantCmds) {
 				t.Errorf("commands %q, want %q (saved once, by the handler)", got, tc.wantCmds)
 			}
-			if c := mwSetCookie(rec.Header(), testSessionName); c == nil || (c.Value == "") != tc.logout || (c.MaxAge < 0) != tc.logout {
+			if c := responseCookie(rec.Header(), testSessionName); c == nil || (c.Value == "") != tc.logout || (c.MaxAge < 0) != tc.logout {
 				t.Fatalf("Set-Cookie %v, want the session cookie (expired: %v)", rec.Header().Values("Set-Cookie"), tc.logout)
 			}
 			if got := rec.Header().Get("Cache-Control"); got != "no-store" {
@@ -1444,7 +1254,7 @@ func TestMiddlewareChangeAfterResponseStarted(t *testing.T) {
 		s, _ := f.store.Get(r, testSessionName)
 		s.Values["late"] = r.URL.Query().Get("v")
 	}))
-	b, id := mwSaveNew(t, f, map[any]any{"user": "ada"})
+	b, id := saveNewSession(t, f, map[any]any{"user": "ada"})
 	rec := b.do(func(w http.ResponseWriter, r *http.Request) {
 		r.URL.RawQuery = "v=one"
 		late.ServeHTTP(w, r)
@@ -1452,7 +1262,7 @@ func TestMiddlewareChangeAfterResponseStarted(t *testing.T) {
 	if rec.Body.String() != "body first\n" {
 		t.Fatalf("body %q", rec.Body.String())
 	}
-	s, err := mwLoad(t, f, b)
+	s, err := loadSession(t, f, b)
 	if err != nil || s.ID != id || s.Values["late"] != "one" {
 		t.Fatalf("late change not stored: %v, %v", s.Values, err)
 	}
@@ -1498,7 +1308,7 @@ func TestMiddlewareHijacker(t *testing.T) {
 	}
 	t.Run("hijacked new session leaves no document", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone})
-		srv := mwServer(t, mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		srv := mwServer(t, sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 			s.Values["ws"] = true
 			conn, buf, err := w.(http.Hijacker).Hijack()
 			if err != nil {
@@ -1529,16 +1339,6 @@ func mwServeRecovered(h http.Handler, w http.ResponseWriter, r *http.Request) (v
 	return nil
 }
 
-// mwLiveStates returns the number of entries of the store's session table
-// once those of reclaimed sessions are swept out.
-func mwLiveStates(s *Store) int {
-	t := s.states
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.sweep()
-	return len(t.m)
-}
-
 // TestMiddlewarePanicLeavesNothing checks that requests whose handler
 // panics, as httputil.ReverseProxy does with http.ErrAbortHandler when the
 // client drops, leave nothing behind in the store: no session state, no
@@ -1562,10 +1362,10 @@ func TestMiddlewarePanicLeavesNothing(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Config{Expiry: ExpiryNone})
-			b, _ := mwSaveNew(t, f, map[any]any{"user": "ada"})
+			b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
 			cookie := b.cookies[testSessionName].Value
 			var loaded, saved atomic.Int64
-			h := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			h := sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				if !s.IsNew && s.Values["user"] == "ada" {
 					loaded.Add(1)
 				}
@@ -1592,7 +1392,7 @@ func TestMiddlewarePanicLeavesNothing(t *testing.T) {
 				runtime.GC()
 				var ms runtime.MemStats
 				runtime.ReadMemStats(&ms)
-				return mwLiveStates(f.store), ms.HeapAlloc
+				return f.store.states.len(), ms.HeapAlloc
 			}
 			for range 50 { // warm up: connections, buffers
 				serve()
@@ -1666,10 +1466,10 @@ func TestMiddlewareLogoutAfterResponseStarted(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Config{Expiry: ExpiryNone})
-			b, _ := mwSaveNew(t, f, map[any]any{"user": "ada"})
+			b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
 			cookie := b.cookies[testSessionName].Value
 			handled := make(chan struct{})
-			inner := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			inner := sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				if s.IsNew {
 					t.Error("the stored session was not loaded")
 				}
@@ -1694,7 +1494,7 @@ func TestMiddlewareLogoutAfterResponseStarted(t *testing.T) {
 			if err != nil || resp.StatusCode != http.StatusOK || string(body) != "bye" {
 				t.Errorf("response %d %q (%v), want the handler's 200 bye", resp.StatusCode, body, err)
 			}
-			if c := mwSetCookie(resp.Header, testSessionName); c != nil {
+			if c := responseCookie(resp.Header, testSessionName); c != nil {
 				t.Errorf("the response, which started before the logout, sets the cookie: %v", c)
 			}
 			select {
@@ -1702,7 +1502,7 @@ func TestMiddlewareLogoutAfterResponseStarted(t *testing.T) {
 			case <-time.After(30 * time.Second):
 				t.Fatal("the handler did not return within 30s")
 			}
-			if _, ok := mwDocument(t, f, cookie); ok {
+			if _, ok := cookieDocument(t, f, cookie); ok {
 				t.Fatal("the session's document survived the logout")
 			}
 			if n := f.count(t); n != 0 {
@@ -1714,16 +1514,11 @@ func TestMiddlewareLogoutAfterResponseStarted(t *testing.T) {
 			// The cookie the browser kept gives a new session.
 			replay := newBrowser()
 			replay.cookies[testSessionName] = &http.Cookie{Name: testSessionName, Value: cookie}
-			if s, err := mwLoad(t, f, replay); err != nil || !s.IsNew || len(s.Values) != 0 {
+			if s, err := loadSession(t, f, replay); err != nil || !s.IsNew || len(s.Values) != 0 {
 				t.Errorf("the old cookie loads %v (new: %v), %v; want a new session", s.Values, s.IsNew, err)
 			}
 		})
 	}
-}
-
-// mwSameTimes reports whether a and b are the same instants.
-func mwSameTimes(a, b SessionTimes) bool {
-	return a.CreatedAt.Equal(b.CreatedAt) && a.UpdatedAt.Equal(b.UpdatedAt) && a.ExpiresAt.Equal(b.ExpiresAt)
 }
 
 // TestMiddlewareRememberMe checks that a session whose login gave it a
@@ -1758,7 +1553,7 @@ func TestMiddlewareRememberMe(t *testing.T) {
 			login := true
 			var loaded SessionTimes // Times in the handler, before the response
 			var session *sessions.Session
-			h := mwSessionHandler(t, f, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			h := sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				if login {
 					s.Values["user"] = "ada"
 					s.Options.MaxAge = int(remember / time.Second) // remember me
@@ -1777,7 +1572,7 @@ func TestMiddlewareRememberMe(t *testing.T) {
 			})
 			created := clock.Now()
 			rec := b.do(h.ServeHTTP)
-			if c := mwSetCookie(rec.Header(), testSessionName); c == nil || c.MaxAge != int(remember/time.Second) {
+			if c := responseCookie(rec.Header(), testSessionName); c == nil || c.MaxAge != int(remember/time.Second) {
 				t.Fatalf("login sets %v, want a cookie with Max-Age %v", rec.Header().Values("Set-Cookie"), remember)
 			}
 			login = false
@@ -1787,21 +1582,21 @@ func TestMiddlewareRememberMe(t *testing.T) {
 				f.cmds.reset()
 				rec := b.do(h.ServeHTTP)
 				now := clock.Now()
-				if got, want := mwCommandNames(f.cmds), []string{"find", "findAndModify"}; !slices.Equal(got, want) {
+				if got, want := commandNames(f.cmds), []string{"find", "findAndModify"}; !slices.Equal(got, want) {
 					t.Errorf("day %.1f: commands %q, want %q (a touch)", at.Hours()/24, got, want)
 				}
 				want := tc.expires(created, now)
-				if c := mwSetCookie(rec.Header(), testSessionName); c == nil || c.MaxAge != int(want.Sub(now)/time.Second) {
+				if c := responseCookie(rec.Header(), testSessionName); c == nil || c.MaxAge != int(want.Sub(now)/time.Second) {
 					t.Errorf("day %.1f: touch sets %v, want a cookie with Max-Age %v", at.Hours()/24, rec.Header().Values("Set-Cookie"), want.Sub(now))
 				}
-				doc, ok := mwBrowserDocument(t, f, b)
+				doc, ok := browserDocument(t, f, b)
 				if !ok {
 					t.Fatalf("day %.1f: the session's document is gone", at.Hours()/24)
 				}
-				if got := mwDate(t, doc, fieldExpiresAt); !got.Equal(want) {
+				if got := documentDate(t, doc, fieldExpiresAt); !got.Equal(want) {
 					t.Errorf("day %.1f: expiresAt %v, want %v (%v after the touch)", at.Hours()/24, got, want, want.Sub(now))
 				}
-				if got := mwDate(t, doc, fieldUpdatedAt); !got.Equal(now) {
+				if got := documentDate(t, doc, fieldUpdatedAt); !got.Equal(now) {
 					t.Errorf("day %.1f: updatedAt %v, want the touch's %v", at.Hours()/24, got, now)
 				}
 				if got, _ := doc.Lookup(fieldMaxAge).AsInt64OK(); time.Duration(got)*time.Second != remember {
@@ -1809,10 +1604,10 @@ func TestMiddlewareRememberMe(t *testing.T) {
 				}
 				// Times in the handler is what the request loaded, the last
 				// save's; after the request, the touch's.
-				if want := (SessionTimes{CreatedAt: created, UpdatedAt: last, ExpiresAt: tc.expires(created, last)}); !mwSameTimes(loaded, want) {
+				if want := (SessionTimes{CreatedAt: created, UpdatedAt: last, ExpiresAt: tc.expires(created, last)}); !sameTimes(loaded, want) {
 					t.Errorf("day %.1f: Times in the handler %+v, want %+v", at.Hours()/24, loaded, want)
 				}
-				if got, ok := f.store.Times(session); !ok || !mwSameTimes(got, SessionTimes{CreatedAt: created, UpdatedAt: now, ExpiresAt: want}) {
+				if got, ok := f.store.Times(session); !ok || !sameTimes(got, SessionTimes{CreatedAt: created, UpdatedAt: now, ExpiresAt: want}) {
 					t.Errorf("day %.1f: Times after the request %+v, %v; want created %v, updated %v, expires %v", at.Hours()/24, got, ok, created, now, want)
 				}
 				last = now

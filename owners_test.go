@@ -71,7 +71,7 @@ func TestOwnedSessions(t *testing.T) {
 	clock.Advance(time.Minute)
 	tablet, _ := loginAs(t, f, "ada", "")
 	loginAs(t, f, "bob", "Chrome on Windows")
-	anonymous, _ := saveSession(t, f, map[any]any{"cart": "book"})
+	anonymous, _ := saveNewSession(t, f, map[any]any{"cart": "book"})
 
 	// Listing: one find on the owner index (expiry checked on what comes
 	// back), newest activity first.
@@ -80,7 +80,7 @@ func TestOwnedSessions(t *testing.T) {
 	if got, want := devices(list), []string{"", "Safari on iPhone", "Firefox on Linux*"}; !slices.Equal(got, want) {
 		t.Fatalf("ada's sessions %q, want %q (newest first, current marked)", got, want)
 	}
-	filters := filtersByCommand(t, f.cmds)["find"]
+	filters := commandFilters(t, f.cmds)["find"]
 	want, _ := bson.Marshal(bson.D{{Key: fieldOwner, Value: f.store.sealer.ownerDigest("ada")}})
 	if len(filters) != 2 || !bytes.Equal(filters[1], want) {
 		t.Fatalf("find filters %v, want the request's load and one {owner: digest of ada}", filters)
@@ -192,18 +192,10 @@ func sessionOf(t *testing.T, f *storeFixture, b *browser) *sessions.Session {
 
 func TestOwnerFieldsFollowTheValues(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
-	stored := func(id string) bson.Raw {
-		t.Helper()
-		raw, err := f.coll.FindOne(context.Background(), bson.D{{Key: fieldID, Value: docID(id)}}).Raw()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return raw
-	}
 	// A session without an owner has no owner fields, and its saves send
 	// what they sent before owners existed.
-	b, id := saveSession(t, f, map[any]any{"k": "v"})
-	if _, err := stored(id).LookupErr(fieldOwner); err == nil {
+	b, id := saveNewSession(t, f, map[any]any{"k": "v"})
+	if _, err := storedDocument(t, f, id).LookupErr(fieldOwner); err == nil {
 		t.Fatal("a session without an owner has an owner field")
 	}
 	f.cmds.reset()
@@ -229,7 +221,7 @@ func TestOwnerFieldsFollowTheValues(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		raw := stored(id)
+		raw := storedDocument(t, f, id)
 		field, _ := raw.Lookup(fieldOwner).StringValueOK()
 		want := ""
 		if step.owner != "" {
@@ -367,7 +359,7 @@ func TestOwnerIndex(t *testing.T) {
 	if n, err := store.EndOtherSessions(context.Background(), "ada", current); err != nil || n != 1 {
 		t.Fatalf("EndOtherSessions = %d, %v; want the phone's", n, err)
 	}
-	sent := filtersByCommand(t, cmds)
+	sent := commandFilters(t, cmds)
 	filters := append(sent["find"], sent["delete"]...)
 	if len(filters) != 3 {
 		t.Fatalf("filters %v, want two listings and one delete", filters)

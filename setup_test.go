@@ -17,151 +17,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
-// Helpers of setup_test.go, gc_test.go and owners_test.go. They do what
-// saveNew and load (store_test.go), readDocument and commandFilters
-// (collection_test.go), mwCommandNames, mwSetCookie, mwBrowserDocument,
-// mwDate and mwSessionHandler (middleware_test.go) did before the rewrite,
-// under names of their own, so that the files ported separately compile
-// together; merge them once every file is ported.
-
-// saveSession saves a new session holding values and returns the browser
-// that holds its cookie and the session ID.
-func saveSession(t *testing.T, f *storeFixture, values map[any]any) (*browser, string) {
-	t.Helper()
-	b := newBrowser()
-	var id string
-	b.do(func(w http.ResponseWriter, r *http.Request) {
-		s, err := f.store.Get(r, testSessionName)
-		if err != nil {
-			t.Fatalf("Get: %v", err)
-		}
-		for k, v := range values {
-			s.Values[k] = v
-		}
-		if err := s.Save(r, w); err != nil {
-			t.Fatalf("Save: %v", err)
-		}
-		id = s.ID
-	})
-	if len(b.cookies) != 1 {
-		t.Fatalf("after Save the browser holds %d cookies, want 1", len(b.cookies))
-	}
-	return b, id
-}
-
-// loadSession runs one request from b and returns the session the store
-// loads.
-func loadSession(t *testing.T, f *storeFixture, b *browser) (*sessions.Session, error) {
-	t.Helper()
-	var s *sessions.Session
-	var err error
-	b.do(func(w http.ResponseWriter, r *http.Request) {
-		s, err = f.store.Get(r, testSessionName)
-	})
-	if s == nil {
-		t.Fatal("Get returned a nil session")
-	}
-	return s, err
-}
-
-// storedDocument returns the stored document of session ID id.
-func storedDocument(t testing.TB, f *storeFixture, id string) bson.Raw {
-	t.Helper()
-	raw, err := f.coll.FindOne(context.Background(), idFilter(docID(id))).Raw()
-	if err != nil {
-		t.Fatalf("read document: %v", err)
-	}
-	return raw
-}
-
-// browserDocument returns the document of the session whose cookie b
-// holds.
-func browserDocument(t testing.TB, f *storeFixture, b *browser) bson.Raw {
-	t.Helper()
-	c, ok := b.cookies[testSessionName]
-	if !ok {
-		t.Fatalf("the browser holds no %q cookie", testSessionName)
-	}
-	id, _, err := f.store.cookies.decode(testSessionName, c.Value)
-	if err != nil {
-		t.Fatalf("decode session cookie: %v", err)
-	}
-	return storedDocument(t, f, id)
-}
-
-// documentDate returns the date field of a session document.
-func documentDate(t testing.TB, doc bson.Raw, field string) time.Time {
-	t.Helper()
-	v, err := doc.LookupErr(field)
-	if err != nil {
-		t.Fatalf("document has no %s: %v", field, err)
-	}
-	dt, ok := v.DateTimeOK()
-	if !ok {
-		t.Fatalf("%s is %v, not a date", field, v.Type)
-	}
-	return time.UnixMilli(dt).UTC()
-}
-
-// commandNames returns the names of the commands recorded in l, in order.
-func commandNames(l *commandLog) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var names []string
-	for _, c := range l.commands {
-		if elems, err := c.Elements(); err == nil && len(elems) > 0 {
-			names = append(names, elems[0].Key())
-		}
-	}
-	return names
-}
-
-// filtersByCommand returns the filters of the recorded commands that read
-// or write documents, by command name.
-func filtersByCommand(t *testing.T, cmds *commandLog) map[string][]bson.Raw {
-	t.Helper()
-	cmds.mu.Lock()
-	defer cmds.mu.Unlock()
-	out := make(map[string][]bson.Raw)
-	for _, c := range cmds.commands {
-		elems, err := c.Elements()
-		if err != nil || len(elems) == 0 {
-			t.Fatal(err)
-		}
-		switch name := elems[0].Key(); name {
-		case "find":
-			out[name] = append(out[name], c.Lookup("filter").Document())
-		case "findAndModify":
-			out[name] = append(out[name], c.Lookup("query").Document())
-		case "update", "delete":
-			stmts, _ := c.Lookup(name + "s").Array().Values()
-			for _, st := range stmts {
-				out[name] = append(out[name], st.Document().Lookup("q").Document())
-			}
-		}
-	}
-	return out
-}
-
-// cookieNamed returns the cookie called name that h sets, or nil.
-func cookieNamed(h http.Header, name string) *http.Cookie {
-	for _, c := range (&http.Response{Header: h}).Cookies() {
-		if c.Name == name {
-			return c
-		}
-	}
-	return nil
-}
-
-// sessionMiddleware returns the middleware of f.store for testSessionName
-// wrapping fn, which gets the session the middleware loaded.
-func sessionMiddleware(f *storeFixture, fn func(w http.ResponseWriter, r *http.Request, s *sessions.Session)) http.Handler {
-	return f.store.Middleware(testSessionName, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, _ := f.store.Get(r, testSessionName) // the registry returns the middleware's session
-		fn(w, r, s)
-	}))
-}
-
 // serverSupportsTTL reports whether the test server accepts TTL indexes,
 // by trying one on a scratch collection.
 func serverSupportsTTL(t *testing.T) bool {
@@ -633,7 +488,7 @@ func TestTTLMonitorDeletesExpiredSessions(t *testing.T) {
 		t.Fatalf("expiry = %v, want %v", modeName(f.store.expiry), modeName(want))
 	}
 	f.store.MaxAge(1)
-	saveSession(t, f, map[any]any{"k": "v"})
+	saveNewSession(t, f, map[any]any{"k": "v"})
 	start := time.Now()
 	deadline := start.Add(2 * time.Minute) // the monitor runs every 60s
 	for f.count(t) != 0 {
@@ -649,7 +504,7 @@ func TestExpiredSessionIsNotLoaded(t *testing.T) {
 	clock := newFakeClock()
 	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
 	f.store.MaxAge(60)
-	b, id := saveSession(t, f, map[any]any{"user": "ada"})
+	b, id := saveNewSession(t, f, map[any]any{"user": "ada"})
 
 	clock.Advance(59 * time.Second)
 	if s, err := loadSession(t, f, b); err != nil || s.IsNew {
@@ -673,7 +528,7 @@ func TestExpiryWithRealClock(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, Config{})
 	f.store.MaxAge(1)
-	b, _ := saveSession(t, f, map[any]any{"user": "ada"})
+	b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
 	if s, err := loadSession(t, f, b); err != nil || s.IsNew {
 		t.Fatalf("fresh session not loaded: IsNew=%v err=%v", s.IsNew, err)
 	}
@@ -689,7 +544,7 @@ func TestIdleAndAbsoluteTimeouts(t *testing.T) {
 	start := clock.Now()
 	f := newFixture(t, Config{Now: clock.Now, AbsoluteTimeout: 150 * time.Second, Expiry: ExpiryNone})
 	f.store.MaxAge(60)
-	b, id := saveSession(t, f, map[any]any{"n": 0})
+	b, id := saveNewSession(t, f, map[any]any{"n": 0})
 
 	// touch loads the session, saves it and returns its expiry and the
 	// response cookie's Max-Age.
@@ -740,7 +595,7 @@ func TestIdleAndAbsoluteTimeouts(t *testing.T) {
 	}
 
 	// Idle timeout: a session left alone for longer than MaxAge is gone.
-	b2, _ := saveSession(t, f, map[any]any{"n": 0})
+	b2, _ := saveNewSession(t, f, map[any]any{"n": 0})
 	clock.Advance(61 * time.Second)
 	if s, _ := loadSession(t, f, b2); !s.IsNew {
 		t.Fatal("session loaded after its idle timeout")
@@ -806,7 +661,7 @@ func TestLifetimesAreHonoured(t *testing.T) {
 				}
 				id = s.ID
 			})
-			if c := cookieNamed(rec.Header(), testSessionName); c == nil || c.MaxAge != week {
+			if c := responseCookie(rec.Header(), testSessionName); c == nil || c.MaxAge != week {
 				t.Fatalf("cookie %v, want Max-Age %d", rec.Header().Values("Set-Cookie"), week)
 			}
 			clock.Advance(48 * time.Hour)
@@ -863,7 +718,7 @@ func TestExplicitLifetimeAndAbsoluteTimeout(t *testing.T) {
 					t.Fatalf("absolute limit %v (%v), want creation + %v", limit, hasLimit, tt.wantAbs)
 				}
 			})
-			if c := cookieNamed(rec.Header(), testSessionName); c == nil || c.MaxAge != int(tt.wantExpiry/time.Second) {
+			if c := responseCookie(rec.Header(), testSessionName); c == nil || c.MaxAge != int(tt.wantExpiry/time.Second) {
 				t.Fatalf("cookie %v, want Max-Age %d", rec.Header().Values("Set-Cookie"), int(tt.wantExpiry/time.Second))
 			}
 		})
@@ -985,7 +840,7 @@ func TestMiddlewareTimes(t *testing.T) {
 		beforeStored bool
 	)
 	change := true
-	h := sessionMiddleware(f, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	h := sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		if change {
 			s.Values["n"] = clock.Now().UnixNano()
 		}
@@ -1019,7 +874,7 @@ func TestMiddlewareTimes(t *testing.T) {
 	if got, _ := after(); !got.ExpiresAt.Equal(saved) || !before.ExpiresAt.Equal(saved) {
 		t.Fatalf("read-only session: ExpiresAt %v (in the handler %v), want the stored %v", got.ExpiresAt, before.ExpiresAt, saved)
 	}
-	if doc := browserDocument(t, f, b); !documentDate(t, doc, fieldExpiresAt).Equal(saved) {
+	if doc, _ := browserDocument(t, f, b); !documentDate(t, doc, fieldExpiresAt).Equal(saved) {
 		t.Fatalf("document expiresAt %v, want %v", documentDate(t, doc, fieldExpiresAt), saved)
 	}
 	// A new session the handler leaves empty is not stored.
@@ -1037,7 +892,7 @@ func TestMiddlewareTimesAreWhatTheSaveWrote(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
 	var session *sessions.Session
 	var before SessionTimes
-	h := sessionMiddleware(f, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+	h := sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 		s.Values["n"] = time.Now().UnixNano()
 		time.Sleep(5 * time.Millisecond) // the clock moves before Times
 		session = s
@@ -1048,7 +903,7 @@ func TestMiddlewareTimesAreWhatTheSaveWrote(t *testing.T) {
 	var last SessionTimes
 	for i := range 2 { // an insert, then an update
 		b.do(h)
-		doc := browserDocument(t, f, b)
+		doc, _ := browserDocument(t, f, b)
 		got, ok := f.store.Times(session)
 		if exp, upd := documentDate(t, doc, fieldExpiresAt), documentDate(t, doc, fieldUpdatedAt); !ok || !exp.Equal(got.ExpiresAt) || !upd.Equal(got.UpdatedAt) {
 			t.Fatalf("Times after the save: expires %v, updated %v; saved: %v, %v", got.ExpiresAt, got.UpdatedAt, exp, upd)

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"reflect"
 	"runtime"
 	"strings"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
@@ -37,157 +35,6 @@ func init() {
 	gob.Register(testProfile{})
 	gob.Register(map[string]int{})
 	gob.Register(time.Time{})
-}
-
-// saveNew saves a new session holding values and returns the browser that
-// holds its cookie and the session ID.
-func saveNew(t *testing.T, f *storeFixture, values map[any]any) (*browser, string) {
-	t.Helper()
-	b := newBrowser()
-	var id string
-	b.do(func(w http.ResponseWriter, r *http.Request) {
-		s, err := f.store.Get(r, testSessionName)
-		if err != nil {
-			t.Fatalf("Get: %v", err)
-		}
-		for k, v := range values {
-			s.Values[k] = v
-		}
-		if err := s.Save(r, w); err != nil {
-			t.Fatalf("Save: %v", err)
-		}
-		id = s.ID
-	})
-	if len(b.cookies) != 1 {
-		t.Fatalf("after Save the browser holds %d cookies, want 1", len(b.cookies))
-	}
-	return b, id
-}
-
-// load runs one request from b and returns the session the store loads.
-func load(t *testing.T, f *storeFixture, b *browser) (*sessions.Session, error) {
-	t.Helper()
-	var s *sessions.Session
-	var err error
-	b.do(func(w http.ResponseWriter, r *http.Request) {
-		s, err = f.store.Get(r, testSessionName)
-	})
-	if s == nil {
-		t.Fatal("Get returned a nil session")
-	}
-	return s, err
-}
-
-// The helpers below are named st* so as not to clash with those of the
-// other test files, which have their own.
-
-// stDocument returns the stored document of session ID id.
-func stDocument(t *testing.T, coll *mongo.Collection, id string) bson.Raw {
-	t.Helper()
-	raw, err := coll.FindOne(context.Background(), bson.D{{Key: fieldID, Value: docID(id)}}).Raw()
-	if err != nil {
-		t.Fatalf("read document: %v", err)
-	}
-	return raw
-}
-
-// stDate returns the date in field of doc.
-func stDate(t *testing.T, doc bson.Raw, field string) time.Time {
-	t.Helper()
-	ms, ok := doc.Lookup(field).DateTimeOK()
-	if !ok {
-		t.Fatalf("document field %s is not a date: %v", field, doc.Lookup(field))
-	}
-	return time.UnixMilli(ms)
-}
-
-// stFilters returns the filters of the recorded commands that read or
-// write documents, by command name.
-func stFilters(t *testing.T, cmds *commandLog) map[string][]bson.Raw {
-	t.Helper()
-	cmds.mu.Lock()
-	defer cmds.mu.Unlock()
-	out := make(map[string][]bson.Raw)
-	for _, c := range cmds.commands {
-		elems, err := c.Elements()
-		if err != nil || len(elems) == 0 {
-			t.Fatal(err)
-		}
-		name := elems[0].Key()
-		switch name {
-		case "find", "findAndModify":
-			key := "filter"
-			if name == "findAndModify" {
-				key = "query"
-			}
-			out[name] = append(out[name], c.Lookup(key).Document())
-		case "update", "delete":
-			key := map[string]string{"update": "updates", "delete": "deletes"}[name]
-			stmts, _ := c.Lookup(key).Array().Values()
-			for _, st := range stmts {
-				out[name] = append(out[name], st.Document().Lookup("q").Document())
-			}
-		}
-	}
-	return out
-}
-
-// stIDOnly reports whether filter is exactly {_id: <string>}.
-func stIDOnly(filter bson.Raw) bool {
-	elems, err := filter.Elements()
-	if err != nil || len(elems) != 1 || elems[0].Key() != fieldID {
-		return false
-	}
-	_, ok := elems[0].Value().StringValueOK()
-	return ok
-}
-
-// stMiddleware returns the middleware of store for testSessionName,
-// wrapping fn, which gets the session the middleware loaded.
-func stMiddleware(t testing.TB, store *Store, fn func(w http.ResponseWriter, r *http.Request, s *sessions.Session)) http.Handler {
-	return store.Middleware(testSessionName, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s, err := store.Get(r, testSessionName)
-		if err != nil {
-			t.Errorf("Get inside the middleware: %v", err)
-		}
-		fn(w, r, s)
-	}))
-}
-
-// stCookieFor returns a validly signed cookie value for a fresh session ID
-// of the store.
-func stCookieFor(t testing.TB, s *Store) string {
-	t.Helper()
-	v, err := s.cookies.encode(testSessionName, newSessionID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
-// stStoreOn returns a store on coll (a second application instance, for
-// example), closed when the test ends.
-func stStoreOn(t testing.TB, coll *mongo.Collection, cfg Config) *Store {
-	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = testLogger(&syncBuffer{})
-	}
-	store, err := NewStore(context.Background(), coll, cfg, testHashKey)
-	if err != nil {
-		t.Fatalf("NewStore: %v", err)
-	}
-	t.Cleanup(func() { _ = store.Close() })
-	return store
-}
-
-// stCookie returns the cookie called name that h sets, or nil.
-func stCookie(h http.Header, name string) *http.Cookie {
-	for _, c := range (&http.Response{Header: h}).Cookies() {
-		if c.Name == name {
-			return c
-		}
-	}
-	return nil
 }
 
 func TestRoundTripValues(t *testing.T) {
@@ -225,8 +72,8 @@ func TestRoundTripValues(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, Config{Codec: tt.codec})
-			b, id := saveNew(t, f, tt.values)
-			s, err := load(t, f, b)
+			b, id := saveNewSession(t, f, tt.values)
+			s, err := loadSession(t, f, b)
 			if err != nil {
 				t.Fatalf("Get: %v", err)
 			}
@@ -301,7 +148,7 @@ func TestSeveralNamedSessionsInOneRequest(t *testing.T) {
 
 func TestNegativeMaxAgeDeletes(t *testing.T) {
 	f := newFixture(t, Config{})
-	b, _ := saveNew(t, f, map[any]any{"user": "ada"})
+	b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
 	rec := b.do(func(w http.ResponseWriter, r *http.Request) {
 		s, _ := f.store.Get(r, testSessionName)
 		s.Options.MaxAge = -1
@@ -328,7 +175,7 @@ func TestNegativeMaxAgeDeletes(t *testing.T) {
 
 func TestRegenerateID(t *testing.T) {
 	f := newFixture(t, Config{})
-	b, oldID := saveNew(t, f, map[any]any{"cart": []string{"book"}})
+	b, oldID := saveNewSession(t, f, map[any]any{"cart": []string{"book"}})
 	oldCookies := map[string]*http.Cookie{testSessionName: b.cookies[testSessionName]}
 	var newID string
 	b.do(func(w http.ResponseWriter, r *http.Request) {
@@ -345,12 +192,12 @@ func TestRegenerateID(t *testing.T) {
 	if n := f.count(t); n != 1 {
 		t.Fatalf("%d documents, want 1 (old one deleted)", n)
 	}
-	s, err := load(t, f, b)
+	s, err := loadSession(t, f, b)
 	if err != nil || s.IsNew || s.ID != newID || s.Values["user"] != "ada" || !reflect.DeepEqual(s.Values["cart"], []string{"book"}) {
 		t.Fatalf("new cookie: IsNew=%v values=%v err=%v", s.IsNew, s.Values, err)
 	}
 	old := &browser{cookies: oldCookies}
-	if s, _ := load(t, f, old); !s.IsNew {
+	if s, _ := loadSession(t, f, old); !s.IsNew {
 		t.Fatal("the old session ID still works after RegenerateID")
 	}
 
@@ -363,7 +210,7 @@ func TestRegenerateID(t *testing.T) {
 				t.Fatalf("RegenerateID of a new session: %v", err)
 			}
 		})
-		if s, _ := load(t, f, b); s.IsNew {
+		if s, _ := loadSession(t, f, b); s.IsNew {
 			t.Fatal("regenerated new session not stored")
 		}
 	})
@@ -382,7 +229,7 @@ func TestRegenerateID(t *testing.T) {
 			}},
 			{"expired", func(*http.Request, *sessions.Session) { clock.Advance(61 * time.Second) }},
 		} {
-			b, _ := saveNew(t, f, map[any]any{"user": "ada"})
+			b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
 			rec := b.do(func(w http.ResponseWriter, r *http.Request) {
 				s, _ := f.store.Get(r, testSessionName)
 				end.do(r, s)
@@ -404,7 +251,7 @@ func TestRegenerateID(t *testing.T) {
 	})
 	t.Run("failure never saves under the old ID", func(t *testing.T) {
 		before := f.count(t)
-		b, oldID := saveNew(t, f, map[any]any{"role": "anonymous"})
+		b, oldID := saveNewSession(t, f, map[any]any{"role": "anonymous"})
 		r := b.request()
 		s, _ := f.store.Get(r, testSessionName)
 		s.Values["role"] = "admin"
@@ -423,7 +270,7 @@ func TestRegenerateID(t *testing.T) {
 		// completed the rotation: the old ID is dead, and never holds the
 		// new privileges. (Before the rewrite the session was detached,
 		// the save inserted it afresh, and the old ID kept "anonymous".)
-		old, _ := load(t, f, b)
+		old, _ := loadSession(t, f, b)
 		if old.Values["role"] == "admin" || !old.IsNew {
 			t.Fatalf("old ID now holds %v (IsNew=%v): privileges reached a possibly planted ID, or it still works", old.Values, old.IsNew)
 		}
@@ -433,7 +280,7 @@ func TestRegenerateID(t *testing.T) {
 	})
 	t.Run("changing the ID by hand rotates it", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone})
-		b, oldID := saveNew(t, f, map[any]any{"k": "v"})
+		b, oldID := saveNewSession(t, f, map[any]any{"k": "v"})
 		old := &browser{cookies: map[string]*http.Cookie{testSessionName: b.cookies[testSessionName]}}
 		b.do(func(w http.ResponseWriter, r *http.Request) {
 			s, _ := f.store.Get(r, testSessionName)
@@ -442,10 +289,10 @@ func TestRegenerateID(t *testing.T) {
 				t.Fatalf("Save: %v (new ID %v)", err, s.ID != oldID)
 			}
 		})
-		if s, _ := load(t, f, old); !s.IsNew {
+		if s, _ := loadSession(t, f, old); !s.IsNew {
 			t.Fatal("the old cookie still works")
 		}
-		if s, _ := load(t, f, b); s.IsNew || s.Values["k"] != "v" {
+		if s, _ := loadSession(t, f, b); s.IsNew || s.Values["k"] != "v" {
 			t.Fatal("the rotated session lost its values")
 		}
 		if f.count(t) != 1 {
@@ -470,7 +317,7 @@ func TestRestart(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, oldID := saveNew(t, f, map[any]any{"user": "eve", "cart": "book"})
+			b, oldID := saveNewSession(t, f, map[any]any{"user": "eve", "cart": "book"})
 			old := &browser{cookies: map[string]*http.Cookie{testSessionName: b.cookies[testSessionName]}}
 			before := f.count(t)
 			var newID string
@@ -497,17 +344,17 @@ func TestRestart(t *testing.T) {
 			if got := f.count(t); got != before {
 				t.Fatalf("%d documents, want %d: the old one deleted, the new one inserted", got, before)
 			}
-			s, err := load(t, f, b)
+			s, err := loadSession(t, f, b)
 			if err != nil || s.IsNew || s.Values["user"] != "ada" || s.Values["cart"] != nil {
 				t.Fatalf("new cookie: IsNew=%v values=%v err=%v; want only user ada", s.IsNew, s.Values, err)
 			}
-			if s, _ := load(t, f, old); !s.IsNew {
+			if s, _ := loadSession(t, f, old); !s.IsNew {
 				t.Fatal("the old session ID still works after Restart")
 			}
 		})
 	}
 	t.Run("cancelled request", func(t *testing.T) {
-		b, _ := saveNew(t, f, map[any]any{"user": "eve"})
+		b, _ := saveNewSession(t, f, map[any]any{"user": "eve"})
 		r := b.request()
 		s, _ := f.store.Get(r, testSessionName)
 		ctx, cancel := context.WithCancel(r.Context())
@@ -520,7 +367,7 @@ func TestRestart(t *testing.T) {
 		if s.ID != "" || len(s.Values) != 0 {
 			t.Fatal("Restart left the ID or values")
 		}
-		if got, _ := load(t, f, b); !got.IsNew {
+		if got, _ := loadSession(t, f, b); !got.IsNew {
 			t.Fatal("the old session survives Restart")
 		}
 	})
@@ -541,7 +388,7 @@ func TestSaveNearExpiryIsGuarded(t *testing.T) {
 			clock := newFakeClock()
 			f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, Timeout: 5 * time.Second})
 			f.store.MaxAge(60)
-			b, id := saveNew(t, f, map[any]any{"k": "v"})
+			b, id := saveNewSession(t, f, map[any]any{"k": "v"})
 			expiryOf := func() (time.Time, bool) {
 				raw, err := f.coll.FindOne(context.Background(), bson.D{{Key: fieldID, Value: docID(id)}}).Raw()
 				if err != nil {
@@ -560,11 +407,11 @@ func TestSaveNearExpiryIsGuarded(t *testing.T) {
 					t.Fatalf("Save = %v, want saved %v (else ErrSessionGone)", err, tc.saved)
 				}
 			})
-			filters := stFilters(t, f.cmds)["findAndModify"]
+			filters := commandFilters(t, f.cmds)["findAndModify"]
 			if len(filters) != 1 {
 				t.Fatalf("%d findAndModify commands, want 1", len(filters))
 			}
-			if guarded := !stIDOnly(filters[0]); guarded != tc.guarded {
+			if guarded := !isIDOnly(filters[0]); guarded != tc.guarded {
 				t.Fatalf("save filter %s: guarded %v, want %v", filters[0], guarded, tc.guarded)
 			}
 			after, found := expiryOf()
@@ -574,7 +421,7 @@ func TestSaveNearExpiryIsGuarded(t *testing.T) {
 			case !tc.saved && found && after.After(loaded):
 				t.Fatalf("an expired session was extended: %v -> %v", loaded, after)
 			}
-			if s, _ := load(t, f, b); s.IsNew == tc.saved {
+			if s, _ := loadSession(t, f, b); s.IsNew == tc.saved {
 				t.Fatalf("after the save, the session loads: %v; want %v", !s.IsNew, tc.saved)
 			}
 		})
@@ -608,7 +455,7 @@ func TestSaveRefusesBadValues(t *testing.T) {
 		})
 	}
 	t.Run("oversize update of a stored session", func(t *testing.T) {
-		b, id := saveNew(t, f, map[any]any{"v": "small"})
+		b, id := saveNewSession(t, f, map[any]any{"v": "small"})
 		b.do(func(w http.ResponseWriter, r *http.Request) {
 			s, _ := f.store.Get(r, testSessionName)
 			s.Values["v"] = strings.Repeat("x", 2000)
@@ -616,7 +463,7 @@ func TestSaveRefusesBadValues(t *testing.T) {
 				t.Fatalf("Save error = %v, want ErrEncode (more than MaxSize)", err)
 			}
 		})
-		data := stDocument(t, f.coll, id).Lookup(fieldData)
+		data := storedDocument(t, f, id).Lookup(fieldData)
 		if _, bin := data.Binary(); len(bin) > 1024 {
 			t.Fatal("the oversize values were written")
 		}
@@ -629,7 +476,7 @@ func TestNoResurrection(t *testing.T) {
 	f.store.MaxAge(60)
 
 	t.Run("deleted by a logout while the request ran", func(t *testing.T) {
-		b, _ := saveNew(t, f, map[any]any{"user": "ada"})
+		b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
 		slow := b.request()
 		s, err := f.store.Get(slow, testSessionName)
 		if err != nil || s.IsNew {
@@ -652,7 +499,7 @@ func TestNoResurrection(t *testing.T) {
 		}
 	})
 	t.Run("expired while the request ran", func(t *testing.T) {
-		b, _ := saveNew(t, f, map[any]any{"user": "ada"})
+		b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
 		r := b.request()
 		s, _ := f.store.Get(r, testSessionName)
 		clock.Advance(61 * time.Second)
@@ -682,7 +529,7 @@ func TestMissingOrExpiredDocumentGetsFreshID(t *testing.T) {
 			clock := newFakeClock()
 			f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
 			f.store.MaxAge(60)
-			b, id := saveNew(t, f, map[any]any{"k": "v"})
+			b, id := saveNewSession(t, f, map[any]any{"k": "v"})
 			tt.end(t, f, clock)
 			var newID string
 			b.do(func(w http.ResponseWriter, r *http.Request) {
@@ -699,7 +546,7 @@ func TestMissingOrExpiredDocumentGetsFreshID(t *testing.T) {
 			if newID == id || !validSessionID(newID) {
 				t.Fatal("saved under the old ID")
 			}
-			if s, err := load(t, f, b); err != nil || s.Values["k"] != "again" {
+			if s, err := loadSession(t, f, b); err != nil || s.Values["k"] != "again" {
 				t.Fatalf("re-saved session not loaded: %v %v", s.Values, err)
 			}
 		})
@@ -736,7 +583,7 @@ func TestConcurrentUse(t *testing.T) {
 		}()
 	}
 	// Many writers on one shared session: every save lands, none errors.
-	shared, _ := saveNew(t, f, map[any]any{"n": 0})
+	shared, _ := saveNewSession(t, f, map[any]any{"n": 0})
 	for i := range clients {
 		wg.Add(1)
 		go func() {
@@ -768,7 +615,7 @@ func TestConcurrentUse(t *testing.T) {
 // deadline passing) before Save does not lose the change.
 func TestSaveOutlivesTheRequest(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
-	b, _ := saveNew(t, f, map[any]any{"n": 1})
+	b, _ := saveNewSession(t, f, map[any]any{"n": 1})
 	for _, step := range []struct {
 		name string
 		save func(r *http.Request, w http.ResponseWriter, s *sessions.Session) error
@@ -800,24 +647,24 @@ func TestSaveOutlivesTheRequest(t *testing.T) {
 			}
 			continue
 		}
-		if s, err := load(t, f, b); err != nil || s.Values["n"] == 1 {
+		if s, err := loadSession(t, f, b); err != nil || s.Values["n"] == 1 {
 			t.Fatalf("after %s: %v, %v; want the change kept", step.name, s.Values, err)
 		}
 	}
 	t.Run("through the middleware", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone})
-		b, _ := saveNew(t, f, map[any]any{"cart": 0})
+		b, _ := saveNewSession(t, f, map[any]any{"cart": 0})
 		r := b.request()
 		ctx, cancel := context.WithCancel(r.Context())
 		rec := httptest.NewRecorder()
-		stMiddleware(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		strictSessionHandler(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 			s.Values["cart"] = 1
 			cancel() // the client hangs up
 		}).ServeHTTP(rec, r.WithContext(ctx))
 		if rec.Code != http.StatusOK {
 			t.Fatalf("status %d, want 200", rec.Code)
 		}
-		if s, err := load(t, f, b); err != nil || s.Values["cart"] != 1 {
+		if s, err := loadSession(t, f, b); err != nil || s.Values["cart"] != 1 {
 			t.Fatalf("the change was lost: %v, %v", s.Values, err)
 		}
 	})
@@ -859,7 +706,7 @@ func TestOutageIsBoundedByTimeout(t *testing.T) {
 	}{
 		{"load", func() error {
 			r := httptest.NewRequest(http.MethodGet, "/", nil)
-			r.AddCookie(&http.Cookie{Name: testSessionName, Value: stCookieFor(t, store)})
+			r.AddCookie(&http.Cookie{Name: testSessionName, Value: signedCookie(t, store)})
 			_, err := store.New(r, testSessionName)
 			return err
 		}},
@@ -883,9 +730,9 @@ func TestOutageIsBoundedByTimeout(t *testing.T) {
 // states does not keep loaded sessions alive. (From state_test.go.)
 func TestStateIsReleasedWithSessions(t *testing.T) {
 	f := newFixture(t, Config{})
-	b, _ := saveNew(t, f, map[any]any{"k": "v"})
+	b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
 	for range 200 {
-		if s, err := load(t, f, b); err != nil || s.IsNew {
+		if s, err := loadSession(t, f, b); err != nil || s.IsNew {
 			t.Fatal("not loaded")
 		}
 	}
@@ -916,29 +763,6 @@ func TestSessionTableStaysBounded(t *testing.T) {
 	if n > 4*minSweep {
 		t.Fatalf("%d entries held for sessions that are all unreachable, want at most %d", n, 4*minSweep)
 	}
-}
-
-// hookedClient connects to the test server with a command monitor that
-// calls before with the name of each command the client starts, just
-// before it is sent.
-func hookedClient(t *testing.T, before func(name string)) *mongo.Client {
-	t.Helper()
-	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) { before(e.CommandName) }}
-	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")).SetTimeout(30 * time.Second).SetMonitor(monitor))
-	if err != nil {
-		t.Fatalf("connect: %v", err)
-	}
-	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
-	return client
-}
-
-// isWrite reports whether a command named name writes documents.
-func isWrite(name string) bool {
-	switch name {
-	case "insert", "update", "delete", "findAndModify":
-		return true
-	}
-	return false
 }
 
 // TestRegenerateIDRacingSignOutEverywhere runs "sign out everywhere"
@@ -972,9 +796,9 @@ func TestRegenerateIDRacingSignOutEverywhere(t *testing.T) {
 				}
 			})
 			coll := testCollection(t, client)
-			store := stStoreOn(t, coll, Config{Expiry: ExpiryNone})
+			store := storeOn(t, coll, Config{Expiry: ExpiryNone})
 			// Another instance of the application, with its own client.
-			other := stStoreOn(t, testClient(t, nil).Database(testDatabase).Collection(coll.Name()), Config{Expiry: ExpiryNone})
+			other := storeOn(t, testClient(t, nil).Database(testDatabase).Collection(coll.Name()), Config{Expiry: ExpiryNone})
 			var signedOut atomic.Int64
 			var signOutErr error
 			signOut = func() {
@@ -1016,7 +840,7 @@ func TestRegenerateIDRacingSignOutEverywhere(t *testing.T) {
 			if regenErr != nil && !errors.Is(regenErr, ErrSessionGone) {
 				t.Fatalf("RegenerateID = %v, want nil or ErrSessionGone", regenErr)
 			}
-			s, err := load(t, &storeFixture{store: store}, b)
+			s, err := loadSession(t, &storeFixture{store: store}, b)
 			if err != nil || !s.IsNew {
 				t.Errorf("after the sign-out, the browser's cookie loads IsNew=%v values %v (err %v): the rotated session survived (RegenerateID = %v)",
 					s.IsNew, s.Values, err, regenErr)
@@ -1043,13 +867,13 @@ func TestLowerAbsoluteTimeoutAppliesOnLoad(t *testing.T) {
 	}{
 		// Before: load checked only expiresAt (creation + 2h, from the saving store), so a read-only request served the session.
 		{"Get, read only", func(t *testing.T, store *Store, b *browser) *sessions.Session {
-			s, _ := load(t, &storeFixture{store: store}, b)
+			s, _ := loadSession(t, &storeFixture{store: store}, b)
 			return s
 		}},
 		// Before: the same, and the middleware saved nothing for an unchanged session.
 		{"middleware, read only", func(t *testing.T, store *Store, b *browser) *sessions.Session {
 			var got *sessions.Session
-			rec := b.do(stMiddleware(t, store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			rec := b.do(strictSessionHandler(t, store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				got = s
 				fmt.Fprintln(w, "user:", s.Values["user"])
 			}).ServeHTTP)
@@ -1077,16 +901,16 @@ func TestLowerAbsoluteTimeoutAppliesOnLoad(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newFakeClock()
 			f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, AbsoluteTimeout: 2 * time.Hour})
-			short := stStoreOn(t, f.coll, Config{Now: clock.Now, Expiry: ExpiryNone, AbsoluteTimeout: time.Hour})
+			short := storeOn(t, f.coll, Config{Now: clock.Now, Expiry: ExpiryNone, AbsoluteTimeout: time.Hour})
 			// The store's MaxAge (a day) keeps the session within its
 			// idle timeout throughout.
-			b, id := saveNew(t, f, map[any]any{"user": "ada"})
-			expiresAt := stDate(t, stDocument(t, f.coll, id), fieldExpiresAt)
+			b, id := saveNewSession(t, f, map[any]any{"user": "ada"})
+			expiresAt := documentDate(t, storedDocument(t, f, id), fieldExpiresAt)
 			if want := clock.Now().Add(2 * time.Hour); !expiresAt.Equal(want) {
 				t.Fatalf("expiresAt = %v, want creation + 2h (%v)", expiresAt, want)
 			}
 			clock.Advance(90 * time.Minute)
-			if s, err := load(t, f, b); err != nil || s.IsNew {
+			if s, err := loadSession(t, f, b); err != nil || s.IsNew {
 				t.Fatalf("the 2h store does not load the session at 90 minutes: IsNew=%v err=%v", s.IsNew, err)
 			}
 			s := tc.request(t, short, b)
@@ -1096,7 +920,7 @@ func TestLowerAbsoluteTimeoutAppliesOnLoad(t *testing.T) {
 			if s.ID == id {
 				t.Fatal("the 1h store adopted the old session ID")
 			}
-			if got := stDate(t, stDocument(t, f.coll, id), fieldExpiresAt); !got.Equal(expiresAt) {
+			if got := documentDate(t, storedDocument(t, f, id), fieldExpiresAt); !got.Equal(expiresAt) {
 				t.Fatalf("the old document's expiresAt moved: %v -> %v", expiresAt, got)
 			}
 		})
@@ -1111,7 +935,7 @@ func TestRegenerateIDKeepsAbsoluteLifetime(t *testing.T) {
 	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, AbsoluteTimeout: time.Hour})
 	created := clock.Now()
 	end := created.Add(time.Hour)
-	b, _ := saveNew(t, f, map[any]any{"user": "ada"})
+	b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
 	// Rotate at 50 minutes, then again a second before the hour is up.
 	for _, at := range []time.Duration{50 * time.Minute, time.Hour - time.Second} {
 		clock.Advance(at - clock.Now().Sub(created))
@@ -1135,16 +959,16 @@ func TestRegenerateIDKeepsAbsoluteLifetime(t *testing.T) {
 			}
 			newID = s.ID
 		})
-		doc := stDocument(t, f.coll, newID)
-		if got := stDate(t, doc, fieldCreatedAt); !got.Equal(created) {
+		doc := storedDocument(t, f, newID)
+		if got := documentDate(t, doc, fieldCreatedAt); !got.Equal(created) {
 			t.Fatalf("at %v: the new document's createdAt = %v, want %v", at, got, created)
 		}
-		if got := stDate(t, doc, fieldExpiresAt); !got.Equal(end) {
+		if got := documentDate(t, doc, fieldExpiresAt); !got.Equal(end) {
 			t.Fatalf("at %v: the new document's expiresAt = %v, want %v", at, got, end)
 		}
 	}
 	clock.Advance(time.Second) // an hour after creation
-	if s, err := load(t, f, b); err != nil || !s.IsNew {
+	if s, err := loadSession(t, f, b); err != nil || !s.IsNew {
 		t.Fatalf("an hour after creation the session still loads (IsNew=%v, err %v): rotations extended its absolute lifetime", s.IsNew, err)
 	}
 }
@@ -1171,7 +995,7 @@ func TestEndingEndsEverySessionCookie(t *testing.T) {
 		// Before: the same, through the middleware's save.
 		{"logout through the middleware", func(t *testing.T, f *storeFixture, r *http.Request) *httptest.ResponseRecorder {
 			rec := httptest.NewRecorder()
-			stMiddleware(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			strictSessionHandler(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				s.Options.MaxAge = -1
 				fmt.Fprintln(w, "bye")
 			}).ServeHTTP(rec, r)
@@ -1200,8 +1024,8 @@ func TestEndingEndsEverySessionCookie(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, Config{Expiry: ExpiryNone})
-			ours, _ := saveNew(t, f, map[any]any{"user": "ada"})
-			tossed, _ := saveNew(t, f, map[any]any{"user": "mallory"})
+			ours, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+			tossed, _ := saveNewSession(t, f, map[any]any{"user": "mallory"})
 			if n := f.count(t); n != 2 {
 				t.Fatalf("%d documents, want 2", n)
 			}
@@ -1224,12 +1048,12 @@ func TestEndingEndsEverySessionCookie(t *testing.T) {
 				t.Fatalf("%d documents left, want %d: ending the session left the other cookie's session", n, want)
 			}
 			for name, b := range map[string]*browser{"ours": ours, "tossed": tossed} {
-				if s, err := load(t, f, b); err != nil || !s.IsNew {
+				if s, err := loadSession(t, f, b); err != nil || !s.IsNew {
 					t.Errorf("the %s cookie still loads a session: IsNew=%v values %v err %v", name, s.IsNew, s.Values, err)
 				}
 			}
 			if tc.name != "Restart" {
-				if c := stCookie(rec.Header(), testSessionName); c == nil || c.MaxAge >= 0 {
+				if c := responseCookie(rec.Header(), testSessionName); c == nil || c.MaxAge >= 0 {
 					t.Errorf("response cookie %v, want the session cookie expired", c)
 				}
 			}
@@ -1267,7 +1091,7 @@ func TestOwnMaxAgeIsKept(t *testing.T) {
 		}},
 		// Before: the same; the middleware's touch never came.
 		{"middleware touch", func(t *testing.T, f *storeFixture, b *browser) {
-			rec := b.do(stMiddleware(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			rec := b.do(strictSessionHandler(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				if s.IsNew || s.Options.MaxAge != remember {
 					t.Errorf("at day 2.5: IsNew=%v Options.MaxAge=%d, want the remembered session with MaxAge %d", s.IsNew, s.Options.MaxAge, remember)
 				}
@@ -1297,7 +1121,7 @@ func TestOwnMaxAgeIsKept(t *testing.T) {
 				}
 				id = s.ID
 			})
-			if got, _ := stDocument(t, f.coll, id).Lookup(fieldMaxAge).AsInt64OK(); got != remember {
+			if got, _ := storedDocument(t, f, id).Lookup(fieldMaxAge).AsInt64OK(); got != remember {
 				t.Fatalf("the document's maxAge = %d, want %d", got, remember)
 			}
 			clock.Advance(day / 2)
@@ -1319,11 +1143,11 @@ func TestOwnMaxAgeIsKept(t *testing.T) {
 			})
 			clock.Advance(2 * day) // two idle days: more than the store's default MaxAge
 			tc.touch(t, f, b)
-			doc := stDocument(t, f.coll, id)
-			if got, want := stDate(t, doc, fieldExpiresAt), clock.Now().Add(remember*time.Second); !got.Equal(want) {
+			doc := storedDocument(t, f, id)
+			if got, want := documentDate(t, doc, fieldExpiresAt), clock.Now().Add(remember*time.Second); !got.Equal(want) {
 				t.Fatalf("after the request at day 2.5, expiresAt = %v, want %v (30 days after it)", got, want)
 			}
-			if got := stDate(t, doc, fieldUpdatedAt); !got.Equal(clock.Now()) {
+			if got := documentDate(t, doc, fieldUpdatedAt); !got.Equal(clock.Now()) {
 				t.Fatalf("updatedAt = %v, want %v", got, clock.Now())
 			}
 			if got, _ := doc.Lookup(fieldMaxAge).AsInt64OK(); got != remember {
@@ -1332,7 +1156,7 @@ func TestOwnMaxAgeIsKept(t *testing.T) {
 			if c := b.cookies[testSessionName]; c == nil || c.MaxAge != remember {
 				t.Fatalf("the browser's cookie %v, want Max-Age %d", c, remember)
 			}
-			if s, err := load(t, f, b); err != nil || s.IsNew || s.Options.MaxAge != remember {
+			if s, err := loadSession(t, f, b); err != nil || s.IsNew || s.Options.MaxAge != remember {
 				t.Fatalf("after day 2.5: IsNew=%v MaxAge=%d err=%v", s.IsNew, s.Options.MaxAge, err)
 			}
 		})
@@ -1363,7 +1187,7 @@ func TestEndingAfterLowerAbsoluteTimeoutDeletesDocument(t *testing.T) {
 			})
 		}},
 		{"logout through the middleware", func(t *testing.T, store *Store, b *browser) {
-			b.do(stMiddleware(t, store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			b.do(strictSessionHandler(t, store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 				s.Options.MaxAge = -1
 			}).ServeHTTP)
 		}},
@@ -1379,15 +1203,15 @@ func TestEndingAfterLowerAbsoluteTimeoutDeletesDocument(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newFakeClock()
 			f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, AbsoluteTimeout: 2 * time.Hour})
-			short := stStoreOn(t, f.coll, Config{Now: clock.Now, Expiry: ExpiryNone, AbsoluteTimeout: time.Hour})
-			b, _ := saveNew(t, f, map[any]any{"user": "ada"})
+			short := storeOn(t, f.coll, Config{Now: clock.Now, Expiry: ExpiryNone, AbsoluteTimeout: time.Hour})
+			b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
 			copied := &browser{cookies: map[string]*http.Cookie{testSessionName: b.cookies[testSessionName]}}
 			clock.Advance(90 * time.Minute)
 			tc.end(t, short, b)
 			if n := f.count(t); n != 0 {
 				t.Errorf("%d documents after the session was ended, want 0", n)
 			}
-			if s, _ := load(t, f, copied); !s.IsNew {
+			if s, _ := loadSession(t, f, copied); !s.IsNew {
 				t.Errorf("the 2h store still serves the ended session's cookie: values %v", s.Values)
 			}
 		})
