@@ -1412,8 +1412,10 @@ func TestMiddlewarePanicLeavesNothing(t *testing.T) {
 			if table > baseTable+16 {
 				t.Errorf("after %d panicking requests the session table holds %d entries, %d before", requests, table, baseTable)
 			}
-			if heap > baseHeap+4<<20 {
-				t.Errorf("after %d panicking requests the heap grew by %.1f MiB (from %.1f MiB), want at most 4",
+			// Leaked sessions would hold 12 MiB of scratch alone (the old
+			// code grew 38 MiB); a busy machine's driver buffers move ~5.
+			if heap > baseHeap+8<<20 {
+				t.Errorf("after %d panicking requests the heap grew by %.1f MiB (from %.1f MiB), want at most 8",
 					requests, float64(heap-baseHeap)/(1<<20), float64(baseHeap)/(1<<20))
 			}
 			if n := f.count(t); n != 1 {
