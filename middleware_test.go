@@ -872,14 +872,7 @@ func TestMiddlewareResponseController(t *testing.T) {
 
 	// Hijack, too, reaches the connection through Unwrap.
 	hijack := mwServer(t, sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
-		conn, rw, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			t.Errorf("Hijack: %v", err)
-			return
-		}
-		defer conn.Close()
-		_, _ = rw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 8\r\nConnection: close\r\n\r\nhijacked")
-		_ = rw.Flush()
+		hijackAndAnswer(t, w, "hijacked")
 	}))
 	resp, body = mwGet(t, mwClient(t, hijack), hijack.URL)
 	if resp.StatusCode != http.StatusOK || body != "hijacked" {
@@ -1455,14 +1448,7 @@ func TestMiddlewareLogoutAfterResponseStarted(t *testing.T) {
 			_, _ = io.WriteString(w, "bye")
 		}},
 		{name: "Hijack", hijacked: true, respond: func(t *testing.T, w http.ResponseWriter) {
-			conn, buf, err := http.NewResponseController(w).Hijack()
-			if err != nil {
-				t.Errorf("Hijack: %v", err)
-				return
-			}
-			defer conn.Close()
-			_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nbye")
-			_ = buf.Flush()
+			hijackAndAnswer(t, w, "bye")
 		}},
 	}
 	for _, tc := range tests {
@@ -1616,4 +1602,18 @@ func TestMiddlewareRememberMe(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hijackAndAnswer takes over the connection of w and answers 200 with body
+// on it.
+func hijackAndAnswer(t *testing.T, w http.ResponseWriter, body string) {
+	t.Helper()
+	conn, rw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		t.Errorf("Hijack: %v", err)
+		return
+	}
+	defer conn.Close()
+	_, _ = fmt.Fprintf(rw, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
+	_ = rw.Flush()
 }

@@ -212,17 +212,18 @@ type homePage struct {
 	Server string
 }
 
-// expiryHow says, for people, what an expiry mode does.
-func expiryHow(m mongostore.ExpiryMode) string {
+// describeExpiry names an expiry mode, for the log and the home page, and
+// says for people what it does.
+func describeExpiry(m mongostore.ExpiryMode) (name, how string) {
 	switch m {
 	case mongostore.ExpiryTTL:
-		return "the server's TTL index deletes expired sessions"
+		return "ttl", "the server's TTL index deletes expired sessions"
 	case mongostore.ExpiryGC:
-		return "the app's GC goroutine deletes expired sessions"
+		return "gc", "the app's GC goroutine deletes expired sessions"
 	case mongostore.ExpiryNone:
-		return "nothing deletes expired sessions (the store still refuses them)"
+		return "none", "nothing deletes expired sessions (the store still refuses them)"
 	default:
-		return "chosen by the store"
+		return "auto", "chosen by the store"
 	}
 }
 
@@ -316,12 +317,13 @@ func (a *app) home(w http.ResponseWriter, r *http.Request) {
 		// Not stored: the save failed and the error handler has answered.
 		return
 	}
+	mode, how := describeExpiry(a.expiry)
 	page := homePage{
 		Flashes:   flashes,
 		Username:  name,
 		Times:     times,
-		Expiry:    expiryName(a.expiry),
-		ExpiryHow: expiryHow(a.expiry),
+		Expiry:    mode,
+		ExpiryHow: how,
 		Server:    a.server,
 	}
 	if a.absolute >= 0 {

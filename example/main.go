@@ -277,8 +277,9 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	if err != nil {
 		return fmt.Errorf("session store: %w", err)
 	}
+	mode, _ := describeExpiry(expiry)
 	logger.Info("session store ready", "database", cfg.DBName, "collection", collectionName,
-		"expiry", expiryName(expiry), "max_age", cfg.MaxAge.String(), "absolute_timeout", absolute.String(),
+		"expiry", mode, "max_age", cfg.MaxAge.String(), "absolute_timeout", absolute.String(),
 		"cookie_secure", cfg.CookieSecure)
 	if !cfg.CookieSecure {
 		logger.Info("COOKIE_SECURE is off: cookies also travel over plain HTTP; set COOKIE_SECURE=true behind HTTPS")
@@ -392,20 +393,6 @@ func isTTLIndexOn(spec bson.Raw, field string) bool {
 	}
 	seconds, ok := ttl.AsFloat64OK()
 	return ok && seconds == 0
-}
-
-// expiryName names an expiry mode for the log and the home page.
-func expiryName(m mongostore.ExpiryMode) string {
-	switch m {
-	case mongostore.ExpiryTTL:
-		return "ttl"
-	case mongostore.ExpiryGC:
-		return "gc"
-	case mongostore.ExpiryNone:
-		return "none"
-	default:
-		return "auto"
-	}
 }
 
 // closeWithin calls close and waits at most d for it to return. After d it
