@@ -31,7 +31,8 @@ type Config struct {
 	// idle timeout, at most a minute; negative for never.
 	TouchInterval time.Duration
 
-	// Timeout bounds each database command. Default 5 seconds.
+	// Timeout bounds each operation's database commands (a load, a save,
+	// NewStore's set-up). Default 5 seconds.
 	Timeout time.Duration
 
 	// MaxSize is the largest encoded size of a session's values, in bytes;

@@ -35,11 +35,14 @@ func newCookieCodec(pairs []keyPair) cookieCodec {
 	return c
 }
 
+// maxCookies bounds how many cookies of one name the store reads.
+const maxCookies = 8
+
 // sessionIDs returns the session IDs in the request's cookies called name
-// that verify, in order, and the first one's value if the current key
-// signed it (saves send it back rather than sign anew). Without any that
-// verifies, err is the first cookie's error.
-func (c cookieCodec) sessionIDs(r *http.Request, name string) (ids []string, reusable string, err error) {
+// that verify, in order, at most maxCookies, and beside each its cookie's
+// value if the current key signed it (saves send it back rather than sign
+// anew). Without any that verifies, err is the first cookie's error.
+func (c cookieCodec) sessionIDs(r *http.Request, name string) (ids, reusable []string, err error) {
 	for _, cookie := range r.CookiesNamed(name) {
 		id, current, cerr := c.decode(name, cookie.Value)
 		switch {
@@ -47,13 +50,12 @@ func (c cookieCodec) sessionIDs(r *http.Request, name string) (ids []string, reu
 			if err == nil {
 				err = cerr
 			}
-		case len(ids) == 0:
-			if current {
-				reusable = cookie.Value
+		case len(ids) < maxCookies && !slices.Contains(ids, id):
+			ids = append(ids, id)
+			if !current {
+				cookie.Value = ""
 			}
-			ids = append(ids, id)
-		case !slices.Contains(ids, id):
-			ids = append(ids, id)
+			reusable = append(reusable, cookie.Value)
 		}
 	}
 	if len(ids) > 0 {

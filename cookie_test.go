@@ -317,3 +317,27 @@ func TestSaveReusesTheClientsCookie(t *testing.T) {
 		t.Fatalf("re-signed cookie: %q, current key %v, %v", gotID, current, err)
 	}
 }
+
+// TestAtMostEightCookiesOfOneName checks that the store reads at most eight
+// cookies of one name, so that a request stuffed with signed cookies cannot
+// make a logout send thousands of deletes.
+func TestAtMostEightCookiesOfOneName(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	r := httptest.NewRequest(http.MethodGet, "http://example.test/", nil)
+	for range 10 {
+		b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+		r.AddCookie(&http.Cookie{Name: testSessionName, Value: b.cookies[testSessionName].Value})
+	}
+	s, _ := f.store.Get(r, testSessionName)
+	f.cmds.reset()
+	s.Options.MaxAge = -1
+	if err := s.Save(r, httptest.NewRecorder()); err != nil {
+		t.Fatalf("logout: %v", err)
+	}
+	if n := len(f.cmds.named("delete")); n != 8 {
+		t.Errorf("the logout sent %d deletes, want %d", n, 8)
+	}
+	if n := f.count(t); n != 10-8 {
+		t.Errorf("%d documents after the logout, want the %d past the cap", n, 10-8)
+	}
+}

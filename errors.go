@@ -16,7 +16,8 @@ var (
 
 	// ErrDecode is returned by Get and New, with a new session, when the
 	// stored session cannot be read: written without this application's
-	// keys, in an unknown format, or by another codec.
+	// keys, not encrypted while the store encrypts, in an unknown format,
+	// or by another codec.
 	ErrDecode = errors.New("mongostore: cannot decode stored session")
 
 	// ErrEncode is returned by Save when the session values cannot be

@@ -7,8 +7,7 @@ import (
 )
 
 // startGC starts the goroutine that deletes expired sessions every
-// Config.GCInterval (ExpiryGC, and ExpiryAuto on a server without TTL
-// indexes), until Close.
+// GCInterval until Close.
 func (s *Store) startGC(ctx context.Context) {
 	ctx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
 	s.background.Go(func() {
@@ -51,14 +50,11 @@ func (s *Store) sweepContext(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(ctx, max(s.cfg.Timeout, s.cfg.GCInterval))
 }
 
-// DeleteExpired deletes every expired session, in one command
-// {expiresAt: {$lte: now}} (an index range where the server plans queries,
-// one scan where it does not), and returns how many it deleted: for
-// ExpiryNone, from a cron job or a single instance of a fleet. The server
-// checks the expiry itself, so a session saved meanwhile is never deleted.
-// The command is bounded by Config.Timeout or Config.GCInterval, whichever
-// is longer, and carries the comment "mongostore gc sweep". Errors wrap
-// ErrDatabase.
+// DeleteExpired deletes every expired session in one command (the server
+// checks the expiry, so a session saved meanwhile stays) and returns how
+// many: for ExpiryNone, from a cron job say. It is bounded by Timeout or
+// GCInterval, whichever is longer, and carries the comment "mongostore gc
+// sweep". Errors wrap ErrDatabase.
 func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	ctx, cancel := s.sweepContext(ctx)
 	defer cancel()

@@ -17,16 +17,15 @@ import (
 )
 
 // Middleware returns net/http middleware that loads the session called name
-// for each request (handlers get it with store.Get, whose error they can
-// ignore: the middleware handled it) and, if the handler
-// changed it, saves it just before the response headers go out, so the
-// cookie is never lost; a change made later is still saved (a logout still
-// ends the session), but a new session cannot get its cookie then. An
-// unchanged session is written only to slide its expiry, once per
-// Config.TouchInterval. When a load or save fails, onError answers instead
-// of the handler, with err wrapping ErrDatabase, ErrSessionGone or
-// ErrEncode; nil logs and answers 500, or 409 for ErrSessionGone. Every
-// response varies by Cookie; one that sets it is kept out of shared caches.
+// for each request (handlers get it with store.Get; the middleware handled
+// its error) and saves it if changed, just before the response headers go
+// out; a later change is still saved (a logout ends the session), but a new
+// session gets no cookie then. An unchanged session is written once per
+// Config.TouchInterval, to slide its expiry (a failure is only logged).
+// When a load or save fails, onError answers instead of the handler, err
+// wrapping ErrDatabase, ErrSessionGone, ErrEncode or ErrInvalidConfig; nil
+// logs and answers 500, or 409 for ErrSessionGone. Responses vary by Cookie;
+// one that sets it is kept out of shared caches.
 func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *http.Request, err error)) func(http.Handler) http.Handler {
 	if onError == nil {
 		onError = s.answerError
@@ -44,6 +43,7 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 				s.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: discarding an unreadable session",
 					slog.String("session", name), slog.String("error", err.Error()))
 			}
+			defer s.states.release(session) // even if the handler panics
 			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, onError: onError,
 				baseHeader: w.Header().Clone()}
 			next.ServeHTTP(sw, r)
@@ -142,7 +142,14 @@ func (w *sessionWriter) commit() {
 		if write, touch := w.due(); write {
 			w.stored = nil // what is stored is about to change
 			err := w.save(w.ResponseWriter)
-			if err != nil && (!touch || !errors.Is(err, ErrSessionGone)) { // a touch of a session ended elsewhere changed nothing
+			if err != nil && touch { // the handler changed nothing: its response stands
+				if !errors.Is(err, ErrSessionGone) {
+					w.store.cfg.Logger.LogAttrs(w.req.Context(), slog.LevelWarn, "mongostore: could not slide the session's expiry",
+						slog.String("session", w.session.Name()), slog.String("error", err.Error()))
+				}
+				err = nil
+			}
+			if err != nil {
 				w.failed = true
 				clear(w.ResponseWriter.Header()) // drop what the handler set for its own response
 				maps.Copy(w.ResponseWriter.Header(), w.baseHeader)

@@ -1617,3 +1617,32 @@ func hijackAndAnswer(t *testing.T, w http.ResponseWriter, body string) {
 	_, _ = fmt.Fprintf(rw, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s", len(body), body)
 	_ = rw.Flush()
 }
+
+// TestMiddlewareFailedTouchKeepsTheResponse checks that a touch (an
+// unchanged session's optional expiry slide) that fails is logged, and the
+// handler's response stands. Before: the error handler replaced the
+// response of a handler whose side effects had already run.
+func TestMiddlewareFailedTouchKeepsTheResponse(t *testing.T) {
+	clock := newFakeClock()
+	f := newFixture(t, Config{Expiry: ExpiryNone, Now: clock.Now})
+	const name = "__Host-sid"
+	f.store.Options.Secure = true
+	h := f.store.Middleware(name, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, name)
+		if s.IsNew {
+			s.Values["user"] = "ada"
+		}
+		io.WriteString(w, "done")
+	}))
+	b := newBrowser()
+	b.do(h.ServeHTTP)
+	f.store.Options.Secure = false // the touch's save now fails: the options do not suit __Host-
+	clock.Advance(2 * maxTouchInterval)
+	rec := b.do(h.ServeHTTP)
+	if rec.Code != http.StatusOK || rec.Body.String() != "done" {
+		t.Fatalf("status %d, body %q; want the handler's 200 done", rec.Code, rec.Body)
+	}
+	if !strings.Contains(f.logs.String(), "could not slide the session's expiry") {
+		t.Errorf("the failed touch was not logged:\n%s", f.logs)
+	}
+}

@@ -42,9 +42,8 @@ func SetOwner(session *sessions.Session, owner, device string) {
 
 // OwnedSession is one live session of an owner.
 type OwnedSession struct {
-	// Handle names the session for EndSession: a keyed digest of its
-	// document, which can never become a session ID or a cookie, and acts
-	// only for its owner.
+	// Handle names the session for EndSession, for its owner only; it can
+	// never become a session ID or a cookie.
 	Handle string
 	// Current says this is the request's own session.
 	Current bool
@@ -129,9 +128,8 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 }
 
 // EndOtherSessions ends every session of owner but current ("sign out
-// everywhere else"), in one delete on the owner index, and returns how many
-// it ended. With a nil current it ends them all (after a password change,
-// or by an administrator). Errors wrap ErrDatabase.
+// everywhere else") in one delete, and returns how many. A nil current ends
+// them all (after a password change, say). Errors wrap ErrDatabase.
 func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *sessions.Session) (int64, error) {
 	if owner == "" {
 		return 0, nil

@@ -12,12 +12,11 @@ import (
 )
 
 // NewStore returns a store that keeps sessions in coll. keyPairs are as for
-// sessions.NewCookieStore: a hash key of at least 32 bytes, which signs the
-// cookie and authenticates the document, and an optional block key (16, 24
-// or 32 bytes), which encrypts both; more pairs rotate keys (the first
-// writes, all read). NewStore prepares coll for cfg.Expiry (the TTL index,
-// or the GC goroutine, which runs until Close) and the owner index. Errors
-// wrap ErrInvalidConfig (the message says what to do) or ErrDatabase.
+// sessions.NewCookieStore: a hash key of at least 32 bytes (it signs the
+// cookie, authenticates the document) and an optional block key of 16, 24
+// or 32 (it encrypts both); more pairs rotate keys. NewStore prepares coll
+// for cfg.Expiry (TTL index, or a GC goroutine until Close) and the owner
+// index. Errors wrap ErrInvalidConfig (saying what to do) or ErrDatabase.
 func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs ...[]byte) (*Store, error) {
 	if coll == nil {
 		return nil, fmt.Errorf("%w: nil collection", ErrInvalidConfig)

@@ -1,10 +1,12 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 	"weak"
@@ -37,9 +39,8 @@ var _ sessions.Store = (*Store)(nil)
 
 // SessionTimes are the times the store keeps for a session.
 type SessionTimes struct {
-	// CreatedAt is when the session began; the absolute timeout counts
-	// from it. UpdatedAt is when it was last saved, ExpiresAt when it ends
-	// unless it is saved again.
+	// CreatedAt is when the session began (the absolute timeout counts from
+	// it), UpdatedAt its last save, ExpiresAt its end unless saved again.
 	CreatedAt, UpdatedAt, ExpiresAt time.Time
 }
 
@@ -68,32 +69,36 @@ func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
 	return session, s.load(ctx, session, ids, reusable)
 }
 
-// load reads the document of the first of ids, the session IDs of the
-// request's cookies, into session. A missing, expired or unreadable one
-// leaves the session new: its ID is never adopted.
-func (s *Store) load(ctx context.Context, session *sessions.Session, ids []string, reusable string) error {
+// load reads into session the first live document of ids, the request's
+// cookies' session IDs in order (a dead cookie tossed in ahead must not hide
+// the live one). The others never give the session their ID, and ending the
+// session ends them too, even after a database error.
+func (s *Store) load(ctx context.Context, session *sessions.Session, ids, reusable []string) error {
 	st := sessionState{}
-	for _, id := range ids[1:] {
+	for _, id := range ids {
 		st.others = append(st.others, docID(id))
 	}
-	defer func() {
-		if st.id != "" || len(st.others) > 0 {
-			s.states.set(session, st)
+	defer func() { s.states.set(session, st) }()
+	var decodeErr error
+	for i, id := range ids {
+		raw, err := s.coll.find(ctx, st.others[i])
+		if raw == nil {
+			if err != nil {
+				return err
+			}
+			continue
 		}
-	}()
-	raw, err := s.coll.find(ctx, docID(ids[0]))
-	if raw == nil {
-		return err
+		d, encoded, values, err := s.open(raw)
+		if err != nil || !s.live(&d, s.cfg.Now()) {
+			decodeErr = cmp.Or(decodeErr, err)
+			continue
+		}
+		session.ID, session.Values, session.IsNew = id, values, false
+		session.Options.MaxAge = d.maxAge // the session's own lifetime ("remember me")
+		st = stored(&d, encoded, session, reusable[i], slices.Delete(st.others, i, i+1))
+		return nil
 	}
-	d, encoded, values, err := s.open(raw)
-	if err != nil || !s.live(&d, s.cfg.Now()) {
-		st.others = append(st.others, docID(ids[0])) // ended here (say a lower AbsoluteTimeout): a logout ends it everywhere
-		return err
-	}
-	session.ID, session.Values, session.IsNew = ids[0], values, false
-	session.Options.MaxAge = d.maxAge // the session's own lifetime ("remember me")
-	st = stored(&d, encoded, session, reusable, st.others)
-	return nil
+	return decodeErr
 }
 
 // open parses a stored document, checks its MAC, decrypts its data and
@@ -143,12 +148,12 @@ func (s *Store) commit(ctx context.Context, w http.ResponseWriter, session *sess
 	if session.Options == nil {
 		session.Options = s.newOptions()
 	}
-	if err := checkCookiePrefix(session.Name(), session.Options); err != nil {
-		return err
-	}
 	st := s.states.get(session)
 	if session.Options.MaxAge < 0 {
-		return s.end(ctx, w, session, st)
+		return s.end(ctx, w, session, st) // whatever the cookie's options: deleting needs none
+	}
+	if err := checkCookiePrefix(session.Name(), session.Options); err != nil {
+		return err
 	}
 	data, err := s.encode(session.Values, encoded)
 	if err != nil {
@@ -255,7 +260,9 @@ func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *
 	}
 	before, err := s.coll.remove(ctx, st.id)
 	if err != nil || before == nil || !live(before, now) {
-		_, derr := s.coll.delete(ctx, d.id)
+		cleanCtx, cancel := s.opContext(ctx, true) // ctx may be what timed out
+		defer cancel()
+		_, derr := s.coll.delete(cleanCtx, d.id)
 		if err != nil || derr != nil {
 			s.detach(session) // a later save inserts afresh, never under the old ID
 			return errors.Join(err, derr)
@@ -481,6 +488,16 @@ func (t *sessionTable) sweep() {
 		}
 	}
 	t.nextSweep = max(2*len(t.m), minSweep)
+}
+
+// release drops the encoded values (up to MaxSize) of session's state.
+func (t *sessionTable) release(session *sessions.Session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st, ok := t.m[weak.Make(session)]; ok {
+		st.encoded = nil
+		t.m[weak.Make(session)] = st
+	}
 }
 
 // forget removes the state of session.

@@ -1217,3 +1217,88 @@ func TestEndingAfterLowerAbsoluteTimeoutDeletesDocument(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadSkipsDeadCookies checks that a dead cookie ahead of a live one (a
+// sibling domain may toss one in; signed cookies of ended sessions verify
+// for ever) does not hide the live session, and that a logout then ends
+// the live one. Before: only the first cookie was loaded, so the user got a
+// new session at every request and could never stay logged in.
+func TestLoadSkipsDeadCookies(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	live, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+	dead, _ := saveNewSession(t, f, map[any]any{"user": "mallory"})
+	deadCookie := dead.cookies[testSessionName].Value
+	dead.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		s.Options.MaxAge = -1
+		if err := s.Save(r, w); err != nil {
+			t.Fatalf("ending the tossed session: %v", err)
+		}
+	})
+	r := httptest.NewRequest(http.MethodGet, "http://example.test/", nil)
+	r.AddCookie(&http.Cookie{Name: testSessionName, Value: deadCookie})
+	r.AddCookie(&http.Cookie{Name: testSessionName, Value: live.cookies[testSessionName].Value})
+	s, err := f.store.Get(r, testSessionName)
+	if err != nil || s.IsNew || s.Values["user"] != "ada" {
+		t.Fatalf("Get = new %v, values %v, %v; want ada's session, behind the dead cookie", s.IsNew, s.Values, err)
+	}
+	s.Options.MaxAge = -1
+	if err := s.Save(r, httptest.NewRecorder()); err != nil {
+		t.Fatalf("logout: %v", err)
+	}
+	if n := f.count(t); n != 0 {
+		t.Fatalf("%d documents after the logout, want 0", n)
+	}
+}
+
+// TestLogoutAfterFailedLoadEndsTheSession checks that a logout still ends
+// the cookie's session when the load failed (a database error gives a new
+// session). Before: the store knew nothing of the cookie's document, so the
+// logout deleted nothing, returned nil, and a stolen cookie kept working.
+func TestLogoutAfterFailedLoadEndsTheSession(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the load fails; the logout's save outlives the request's context
+	r := b.request().WithContext(ctx)
+	s, err := f.store.Get(r, testSessionName)
+	if !errors.Is(err, ErrDatabase) || !s.IsNew {
+		t.Fatalf("Get with a cancelled context = new %v, %v; want a new session and ErrDatabase", s.IsNew, err)
+	}
+	s.Options.MaxAge = -1
+	if err := s.Save(r, httptest.NewRecorder()); err != nil {
+		t.Fatalf("logout: %v", err)
+	}
+	if n := f.count(t); n != 0 {
+		t.Fatalf("%d documents after the logout, want 0: the session stayed live", n)
+	}
+}
+
+// TestLogoutDespiteCookiePrefixOptions checks that a logout deletes the
+// session even when the cookie's options no longer suit its __Host- name
+// (deleting needs no cookie). Before: Save refused with ErrInvalidConfig
+// and the session stayed live.
+func TestLogoutDespiteCookiePrefixOptions(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	const name = "__Host-sid"
+	f.store.Options.Secure = true
+	b := newBrowser()
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, name)
+		s.Values["user"] = "ada"
+		if err := s.Save(r, w); err != nil {
+			t.Fatalf("Save: %v", err)
+		}
+	})
+	f.store.Options.Secure = false // a later deployment lost Secure
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, name)
+		s.Options.MaxAge = -1
+		if err := s.Save(r, w); err != nil {
+			t.Fatalf("logout: %v", err)
+		}
+	})
+	if n := f.count(t); n != 0 {
+		t.Fatalf("%d documents after the logout, want 0", n)
+	}
+}
