@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -236,8 +237,7 @@ func (c collection) deleteExpired(ctx context.Context, now time.Time) (int64, er
 	return c.deleteMany(ctx, "delete expired sessions", filter, sweepComment)
 }
 
-// maxOwned bounds how many documents a read keeps: the live sessions of
-// one owner in a listing.
+// maxOwned bounds how many live sessions of one owner a listing keeps.
 const maxOwned = 1000
 
 // findOwned returns the sessions live at now whose owner digest is one of
@@ -248,13 +248,13 @@ func (c collection) findOwned(ctx context.Context, owners []string, now time.Tim
 	if err != nil {
 		return nil, dbError("list sessions", err)
 	}
-	return all(ctx, cur, "list sessions", func(doc bson.Raw) bool { return live(doc, now) })
+	return all(ctx, cur, "list sessions", maxOwned, func(doc bson.Raw) bool { return live(doc, now) })
 }
 
-// all reads the documents of cur that keep says to keep, at most maxOwned.
-func all(ctx context.Context, cur *mongo.Cursor, op string, keep func(bson.Raw) bool) ([]bson.Raw, error) {
+// all reads the documents of cur that keep says to keep, at most limit.
+func all(ctx context.Context, cur *mongo.Cursor, op string, limit int, keep func(bson.Raw) bool) ([]bson.Raw, error) {
 	var docs []bson.Raw
-	for len(docs) < maxOwned && cur.Next(ctx) {
+	for len(docs) < limit && cur.Next(ctx) {
 		if keep(cur.Current) {
 			docs = append(docs, append(bson.Raw(nil), cur.Current...))
 		}
@@ -294,7 +294,7 @@ func (c collection) indexSpecs(ctx context.Context) ([]bson.Raw, error) {
 	if err != nil {
 		return nil, dbError("list indexes", err)
 	}
-	return all(ctx, cur, "list indexes", func(bson.Raw) bool { return true })
+	return all(ctx, cur, "list indexes", math.MaxInt, func(bson.Raw) bool { return true })
 }
 
 // createExpiresAtIndex creates the index {expiresAt: 1}, a TTL one if ttl.
