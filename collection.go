@@ -1,10 +1,12 @@
 package mongostore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -14,8 +16,10 @@ import (
 )
 
 // This file is the store's whole database surface: the document format and
-// every command the store sends. A request's commands filter on exactly
-// {_id: …}, the one shape FerretDB v1 answers from an index.
+// every command the store sends. A request's commands filter on _id: a
+// save's on {_id, rev, expiresAt > now} where the server's planner uses the
+// _id index for it, on exactly {_id: …} on FerretDB v1, which uses an index
+// for that shape only.
 
 // formatVersion is the document format, in field v. A later format must
 // keep reading this one.
@@ -134,6 +138,13 @@ func live(raw bson.Raw, now time.Time) bool {
 	return ok && t.After(now)
 }
 
+// isVersion reports whether raw is the document version whose MAC is mac:
+// the MAC covers every field a save writes.
+func isVersion(raw bson.Raw, mac []byte) bool {
+	m, ok := binaryOK(raw.Lookup(fieldMAC))
+	return ok && len(mac) > 0 && bytes.Equal(m, mac)
+}
+
 func idFilter(id string) bson.D { return bson.D{{Key: fieldID, Value: id}} }
 
 // ownedFilter matches the sessions whose owner digest is one of owners
@@ -149,13 +160,45 @@ func ownedFilter(owners []string) bson.D {
 }
 
 // collection sends the store's commands. Reads go to the primary, whatever
-// the client's default: a request reads what the last one wrote. Errors
-// wrap ErrDatabase.
-type collection struct{ c *mongo.Collection }
+// the client's default: a request reads what the last one wrote. Writes
+// use the client's write concern. Errors wrap ErrDatabase.
+type collection struct {
+	c      *mongo.Collection
+	server *atomic.Int32 // serverUnknown until detect succeeds
+}
+
+// What detect found.
+const (
+	serverUnknown = iota
+	serverPlanner // uses the _id index for {_id, …} and updates atomically
+	serverExactID // FerretDB v1: an index only for exactly {_id: …}, no atomic conditional update
+)
 
 func newCollection(c *mongo.Collection) collection {
-	return collection{c.Clone(options.Collection().SetReadPreference(readpref.Primary()))}
+	return collection{c: c.Clone(options.Collection().SetReadPreference(readpref.Primary())), server: new(atomic.Int32)}
 }
+
+// detect finds out, once, whether the server is FerretDB v1, which
+// answers buildInfo with a ferretdbVersion field (v2 with a ferretdb
+// document). A server that refuses buildInfo is taken to have a planner.
+func (c collection) detect(ctx context.Context) error {
+	if c.server.Load() != serverUnknown {
+		return nil
+	}
+	raw, err := c.c.Database().RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
+	if err != nil && !unsupported(err) {
+		return dbError("buildInfo", err)
+	}
+	kind := int32(serverPlanner)
+	if _, ok := raw.Lookup("ferretdbVersion").StringValueOK(); ok {
+		kind = serverExactID
+	}
+	c.server.Store(kind)
+	return nil
+}
+
+// exactID reports whether detect found FerretDB v1.
+func (c collection) exactID() bool { return c.server.Load() == serverExactID }
 
 func dbError(op string, err error) error { return fmt.Errorf("%w: %s: %w", ErrDatabase, op, err) }
 
@@ -184,11 +227,24 @@ func (c collection) insert(ctx context.Context, d *document) error {
 	return nil
 }
 
-// update makes the document d.id d, never inserting it, and returns it as
-// it was (whole: FerretDB v1 refuses a projection here), or nil. With a
-// non-zero liveAt, only a document live then is changed (a scan on
-// FerretDB v1, for saves near expiry only).
-func (c collection) update(ctx context.Context, d *document, hadOwner bool, liveAt time.Time) (bson.Raw, error) {
+// updateAt makes the document d.id d if it is still at revision rev and
+// live at now, and reports whether it did: one conditional write, served
+// from the _id index by a server with a query planner.
+func (c collection) updateAt(ctx context.Context, d *document, rev int64, hadOwner bool, now time.Time) (bool, error) {
+	filter := bson.D{{Key: fieldID, Value: d.id}, {Key: fieldRev, Value: rev},
+		{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(now)}}}}
+	res, err := c.c.UpdateOne(ctx, filter, d.update(hadOwner))
+	if err != nil {
+		return false, dbError("save session", err)
+	}
+	return res.MatchedCount > 0, nil
+}
+
+// replace makes the document d.id d, never inserting it, and returns it as
+// it was (whole: FerretDB v1 refuses a projection here), or nil: the
+// exact-{_id} save of FerretDB v1. With a non-zero liveAt, only a document
+// live then is changed (a scan there, for saves near expiry only).
+func (c collection) replace(ctx context.Context, d *document, hadOwner bool, liveAt time.Time) (bson.Raw, error) {
 	filter := idFilter(d.id)
 	if !liveAt.IsZero() {
 		filter = append(filter, bson.E{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(liveAt)}}})

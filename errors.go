@@ -28,6 +28,11 @@ var (
 	// ended (a logout elsewhere, expiry) after it was loaded: it stays ended.
 	ErrSessionGone = errors.New("mongostore: session ended after it was loaded")
 
+	// ErrConflict is returned by Save and RegenerateID when concurrent
+	// saves of the session kept changing it, so that this one could not
+	// apply its changes after several attempts. Nothing of it was written.
+	ErrConflict = errors.New("mongostore: session changed by too many concurrent saves")
+
 	// ErrDatabase wraps failures of database commands, timeouts included.
 	ErrDatabase = errors.New("mongostore: database error")
 )

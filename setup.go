@@ -48,6 +48,9 @@ func (s *Store) setupIndexes(ctx context.Context) error {
 	if s.expiry == ExpiryNone {
 		return nil
 	}
+	if err := s.coll.detect(ctx); err != nil {
+		return err
+	}
 	specs, err := s.coll.indexSpecs(ctx)
 	if err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sync"
@@ -29,6 +30,7 @@ type Store struct {
 	sealer  *sealer
 	cfg     Config
 	states  *sessionTable
+	saving  idLocks    // FerretDB v1: one save of a session at a time
 	expiry  ExpiryMode // in effect: ExpiryAuto resolved
 
 	stop       context.CancelFunc // stops the background work
@@ -159,10 +161,22 @@ func (s *Store) commit(ctx context.Context, w http.ResponseWriter, session *sess
 	if err != nil {
 		return err
 	}
+	if st.id == "" {
+		now := s.cfg.Now()
+		return s.insert(ctx, w, session, st, data, now, now)
+	}
+	if err := s.coll.detect(ctx); err != nil {
+		return err
+	}
+	if s.coll.exactID() { // no atomic conditional update: one save at a time
+		unlock, err := s.saving.lock(ctx, st.id)
+		if err != nil {
+			return err
+		}
+		defer unlock()
+	}
 	now := s.cfg.Now()
 	switch {
-	case st.id == "":
-		return s.insert(ctx, w, session, st, data, now, now)
 	case session.ID == "" || docID(session.ID) != st.id:
 		return s.regenerate(ctx, w, session, st, data, now)
 	}
@@ -199,38 +213,122 @@ func (s *Store) newDocument(session *sessions.Session, id string, rev int64, dat
 
 // stored returns the state of session once d (data encoded) is stored.
 func stored(d *document, data []byte, session *sessions.Session, cookie string, others []string) sessionState {
-	return sessionState{id: d.id, rev: d.rev, createdAt: d.createdAt, updatedAt: d.updatedAt, expiresAt: d.expiresAt,
+	return sessionState{id: d.id, rev: d.rev, mac: d.mac, createdAt: d.createdAt, updatedAt: d.updatedAt, expiresAt: d.expiresAt,
 		encoded: data, options: *session.Options, owned: d.owner != "", cookie: cookie, others: others}
 }
 
-// update writes session's document, st.id, if it is still live. Far from
-// its expiry it filters on exactly {_id} and gets the document as it was:
-// if that had expired, the write reached an ended session, which is then
-// deleted, as the TTL monitor would. Near its expiry (within
-// Config.Timeout) it filters on {_id, expiresAt > now}, so an expired
-// session is never extended, not even for an instant.
+// update writes session's document, st.id, if it is still live and at the
+// revision st holds. If another save changed it meanwhile, this request's
+// changes are applied over that one's (see merge.go) and written again, up
+// to maxSaveAttempts writes; a session that ended meanwhile stays ended.
 func (s *Store) update(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState, data []byte, now time.Time) error {
-	d := s.newDocument(session, st.id, st.rev+1, data, st.createdAt, now)
-	if !d.expiresAt.After(now) {
-		return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
+	var mine *changes // this request's changes, once a conflict needs them
+	ownOptions := *session.Options != st.options
+	for attempt := 1; ; attempt++ {
+		d := s.newDocument(session, st.id, st.rev+1, data, st.createdAt, now)
+		if !d.expiresAt.After(now) {
+			return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
+		}
+		theirs, err := s.write(ctx, &d, st, now)
+		if err != nil {
+			return err
+		}
+		if theirs == nil {
+			if attempt > 1 {
+				s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "mongostore: merged concurrent changes",
+					slog.String("session", session.Name()), slog.Int("retries", attempt-1))
+			}
+			return s.sent(w, session, stored(&d, data, session, st.cookie, st.others), now)
+		}
+		if attempt == maxSaveAttempts {
+			return fmt.Errorf("%w: %d writes met concurrent saves", ErrConflict, attempt)
+		}
+		if mine == nil {
+			c := diff(s.baseValues(st), session.Values)
+			mine = &c
+		}
+		if data, err = s.merge(session, theirs, mine, ownOptions); err != nil {
+			return err
+		}
+		od, _ := parseDocument(theirs) // merge opened it
+		st.createdAt = od.createdAt
+		if s.coll.exactID() { // this save wrote over theirs: the stored document is d
+			st.rev, st.mac, st.owned = max(od.rev, d.rev), d.mac, d.owner != ""
+		} else {
+			st.rev, st.mac, st.owned = od.rev, od.mac, od.owner != ""
+		}
 	}
+}
+
+// write stores d over the document st describes, if it is still live, and
+// returns nil; or, if another save changed it since, the document that
+// save wrote. A session no longer live gives ErrSessionGone.
+func (s *Store) write(ctx context.Context, d *document, st sessionState, now time.Time) (bson.Raw, error) {
+	if !s.coll.exactID() {
+		if ok, err := s.coll.updateAt(ctx, d, st.rev, st.owned, now); ok || err != nil {
+			return nil, err
+		}
+		raw, err := s.coll.find(ctx, d.id)
+		switch {
+		case err != nil:
+			return nil, err
+		case raw == nil || !live(raw, now):
+			return nil, ErrSessionGone
+		}
+		return raw, nil
+	}
+	// FerretDB v1: a write on exactly {_id} that returns the document it
+	// replaced. Near its expiry (within Config.Timeout) the filter adds
+	// expiresAt > now, so an expired session is never extended.
 	var liveAt time.Time
 	if !st.expiresAt.After(now.Add(s.cfg.Timeout)) {
 		liveAt = now
 	}
-	before, err := s.coll.update(ctx, &d, st.owned, liveAt)
+	before, err := s.coll.replace(ctx, d, st.owned, liveAt)
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case before == nil:
-		return ErrSessionGone
-	case !live(before, now):
+		return nil, ErrSessionGone
+	case !live(before, now): // the write reached an ended session: delete it, as the TTL monitor would
 		if _, err := s.coll.delete(ctx, st.id); err != nil {
-			return fmt.Errorf("%w; %w", ErrSessionGone, err)
+			return nil, fmt.Errorf("%w; %w", ErrSessionGone, err)
 		}
-		return ErrSessionGone
+		return nil, ErrSessionGone
+	case isVersion(before, st.mac):
+		return nil, nil
 	}
-	return s.sent(w, session, stored(&d, data, session, st.cookie, st.others), now)
+	return before, nil
+}
+
+// baseValues returns the values as st says they were loaded, or nil if it
+// no longer holds them.
+func (s *Store) baseValues(st sessionState) map[any]any {
+	if st.encoded == nil {
+		return nil
+	}
+	values, err := s.cfg.Codec.Decode(st.encoded)
+	if err != nil {
+		return nil
+	}
+	return values
+}
+
+// merge makes session's values mine applied over those of theirs, the
+// document another save wrote, and returns them encoded. Unless this
+// request changed the session's options (ownOptions), the MaxAge of theirs
+// applies.
+func (s *Store) merge(session *sessions.Session, theirs bson.Raw, mine *changes, ownOptions bool) ([]byte, error) {
+	od, _, values, err := s.open(theirs)
+	if err != nil {
+		return nil, err
+	}
+	mine.apply(values)
+	if !ownOptions {
+		session.Options.MaxAge = od.maxAge
+	}
+	session.Values = values
+	return s.encode(values, nil)
 }
 
 // insert stores session as a new document under a fresh ID.
@@ -270,7 +368,17 @@ func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *
 		return ErrSessionGone // and the next save of this session says so again
 	}
 	session.ID = id
-	return s.sent(w, session, stored(&d, data, session, "", st.others), now)
+	moved := stored(&d, data, session, "", st.others)
+	if isVersion(before, st.mac) {
+		return s.sent(w, session, moved, now)
+	}
+	// Another save changed the old document since it was loaded: apply
+	// this request's changes over it, in the new document.
+	mine := diff(s.baseValues(st), session.Values)
+	if data, err = s.merge(session, before, &mine, *session.Options != st.options); err != nil {
+		return err
+	}
+	return s.update(ctx, w, session, moved, data, now)
 }
 
 // sent records st, the state of session as written, and sets its cookie.
@@ -437,6 +545,7 @@ func ownerOf(values map[any]any) (owner, device string) {
 type sessionState struct {
 	id                              string // the document's _id; "" for none
 	rev                             int64
+	mac                             []byte // the document's MAC: it names the version
 	createdAt, updatedAt, expiresAt time.Time
 	encoded                         []byte // the values, encoded
 	options                         sessions.Options
