@@ -95,3 +95,14 @@ bench-http:
 	$(GO) build -C bench -o "$$dir/bench" . && \
 	echo "== bench http against $$uri" && \
 	MONGODB_URI="$$uri" "$$dir/bench" http $(BENCH_HTTP_FLAGS)
+
+# Lost updates (bench conc): one client's overlapping requests through the
+# store's middleware, each setting a session key of its own after all have
+# loaded the session; it fails when a key a 200 response set is missing
+# afterwards, or on a status but 200. Against MONGODB_URI or, when it is
+# empty, the embedded FerretDB v1 server, run in process. Flags in
+# BENCH_CONC_FLAGS, e.g. BENCH_CONC_FLAGS='-trials 1000 -overlap 4'.
+BENCH_CONC_FLAGS ?=
+.PHONY: bench-conc
+bench-conc:
+	$(GO) run -C bench . conc $(BENCH_CONC_FLAGS)

@@ -47,6 +47,31 @@ func TestHTTP(t *testing.T) {
 		"| rw | floor | ", "| ro | middleware | ", "| rw | laziness | ", "| ro | store ÷ laziness | ", "mongo-driver v1.")
 }
 
+// TestConc runs bench conc briefly: overlapping requests of one client,
+// each setting a key of its own, all answered 200 and none lost.
+func TestConc(t *testing.T) {
+	runOK(t, []string{"conc", "-db", "mongostore_conc_test", "-trials", "10", "-overlap", "2", "-timeout", "2m"},
+		"| 10 | 2 | 20 | 20 | 0 | 0 | 0 | 0 | ")
+}
+
+// TestMergeCounter: bench conc counts the store's merge records and their
+// retries, and passes on the records its logger takes.
+func TestMergeCounter(t *testing.T) {
+	var m merges
+	var buf bytes.Buffer
+	logger := slog.New(mergeCounter{slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelWarn}), &m}).With("store", "x")
+	logger.Debug(mergedMsg, "retries", 2)
+	logger.Debug(mergedMsg, slog.Int("retries", 0))
+	logger.Debug("other", "retries", 5)
+	logger.Warn("shown")
+	if c, r := m.conflicts.Load(), m.retries.Load(); c != 2 || r != 2 {
+		t.Errorf("conflicts %d, retries %d; want 2, 2", c, r)
+	}
+	if got := buf.String(); !strings.Contains(got, "msg=shown store=x") || strings.Contains(got, "DEBUG") {
+		t.Errorf("logged %q; want the Warn record only", got)
+	}
+}
+
 // The Go benchmarks (make bench) put the store beside the bare driver
 // sending its commands (bench http's floor) on a copy of its document, as
 // sub-benchmarks "store" and "driver"; "store-nullcodec" is the store with
