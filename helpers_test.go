@@ -300,7 +300,9 @@ func documentDate(t testing.TB, doc bson.Raw, field string) time.Time {
 	return time.UnixMilli(dt).UTC()
 }
 
-// commandNames returns the names of the commands recorded in l, in order.
+// commandNames returns the names of the commands recorded in l, in order,
+// a save's write as "save": update where the server plans queries,
+// findAndModify on FerretDB v1.
 func commandNames(l *commandLog) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -308,9 +310,50 @@ func commandNames(l *commandLog) []string {
 	for _, c := range l.commands {
 		if elems, err := c.Elements(); err == nil && len(elems) > 0 {
 			names = append(names, elems[0].Key())
+			if isSave(c) {
+				names[len(names)-1] = "save"
+			}
 		}
 	}
 	return names
+}
+
+// isSave reports whether cmd is a save's write of one session.
+func isSave(cmd bson.Raw) bool {
+	name := cmd.Index(0).Key()
+	_, update := cmd.Lookup("update").DocumentOK()
+	return name == "update" || name == "findAndModify" && update
+}
+
+// saveUpdate returns the update of the first save recorded in l.
+func saveUpdate(t *testing.T, l *commandLog) bson.Raw {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, c := range l.commands {
+		switch {
+		case !isSave(c):
+		case c.Index(0).Key() == "update":
+			return c.Lookup("updates").Array().Index(0).Document().Lookup("u").Document()
+		default:
+			return c.Lookup("update").Document()
+		}
+	}
+	t.Fatal("no save recorded")
+	return nil
+}
+
+// explainFind returns the server's explain of a find with filter on coll.
+func explainFind(t *testing.T, coll *mongo.Collection, filter any) bson.Raw {
+	t.Helper()
+	var res bson.Raw
+	err := coll.Database().RunCommand(context.Background(), bson.D{
+		{Key: "explain", Value: bson.D{{Key: "find", Value: coll.Name()}, {Key: "filter", Value: filter}}},
+	}).Decode(&res)
+	if err != nil {
+		t.Fatalf("explain: %v", err)
+	}
+	return res
 }
 
 // commandFilters returns the filters of the recorded commands that read or

@@ -15,8 +15,9 @@ import (
 // flashes) are removed, so no flash is lost or delivered twice.
 
 // maxSaveAttempts bounds the writes of one save that meets concurrent
-// saves; after that it fails with ErrConflict.
-const maxSaveAttempts = 5
+// saves; after that it fails with ErrConflict. Each conflict means another
+// save succeeded, so this many requests of one session can overlap.
+const maxSaveAttempts = 32
 
 // maxMergedList bounds the lists merged item by item (quadratic); a longer
 // one is replaced whole.

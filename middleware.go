@@ -23,8 +23,9 @@ import (
 // session gets no cookie then. An unchanged session is written once per
 // Config.TouchInterval, to slide its expiry (a failure is only logged).
 // When a load or save fails, onError answers instead of the handler, err
-// wrapping ErrDatabase, ErrSessionGone, ErrEncode or ErrInvalidConfig; nil
-// logs and answers 500, or 409 for ErrSessionGone. Responses vary by Cookie;
+// wrapping ErrDatabase, ErrSessionGone, ErrConflict, ErrEncode or
+// ErrInvalidConfig; nil logs and answers 500, or 409 for ErrSessionGone and
+// ErrConflict. Responses vary by Cookie;
 // one that sets it is kept out of shared caches.
 func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *http.Request, err error)) func(http.Handler) http.Handler {
 	if onError == nil {
@@ -54,9 +55,14 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 
 // answerError is the middleware's default error handler.
 func (s *Store) answerError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, ErrSessionGone) {
+	switch {
+	case errors.Is(err, ErrSessionGone):
 		s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "mongostore: session ended during the request", slog.String("path", r.URL.Path))
 		http.Error(w, "Your session ended while this request ran. Please reload the page.", http.StatusConflict)
+		return
+	case errors.Is(err, ErrConflict):
+		s.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: session changed by too many concurrent requests", slog.String("path", r.URL.Path))
+		http.Error(w, "Your session changed in other requests while this one ran. Please try again.", http.StatusConflict)
 		return
 	}
 	s.cfg.Logger.LogAttrs(r.Context(), slog.LevelError, "mongostore: session middleware",

@@ -100,13 +100,13 @@ func TestMiddlewareCommands(t *testing.T) {
 		{name: "existing same value assigned", existing: true, handle: func(s *sessions.Session) { s.Values["user"] = "alice" }, check: wantExisting,
 			wantCmds: []string{"find"}, wantDocs: 1},
 		{name: "existing value changed", existing: true, handle: func(s *sessions.Session) { s.Values["user"] = "carol" }, check: wantExisting,
-			wantCmds: []string{"find", "findAndModify"}, wantCookie: true, wantDocs: 1},
+			wantCmds: []string{"find", "save"}, wantCookie: true, wantDocs: 1},
 		{name: "existing value added", existing: true, handle: func(s *sessions.Session) { s.Values["theme"] = "dark" }, check: wantExisting,
-			wantCmds: []string{"find", "findAndModify"}, wantCookie: true, wantDocs: 1},
+			wantCmds: []string{"find", "save"}, wantCookie: true, wantDocs: 1},
 		{name: "existing value removed", existing: true, handle: func(s *sessions.Session) { delete(s.Values, "user") }, check: wantExisting,
-			wantCmds: []string{"find", "findAndModify"}, wantCookie: true, wantDocs: 1},
+			wantCmds: []string{"find", "save"}, wantCookie: true, wantDocs: 1},
 		{name: "existing options changed", existing: true, handle: func(s *sessions.Session) { s.Options.MaxAge = 3600 }, check: wantExisting,
-			wantCmds: []string{"find", "findAndModify"}, wantCookie: true, wantDocs: 1},
+			wantCmds: []string{"find", "save"}, wantCookie: true, wantDocs: 1},
 		{name: "existing logout", existing: true, handle: func(s *sessions.Session) { s.Options.MaxAge = -1 }, check: wantExisting,
 			wantCmds: []string{"find", "delete"}, wantExpire: true, wantDocs: 0},
 	}
@@ -638,7 +638,7 @@ func TestMiddlewareSessionAccessor(t *testing.T) {
 	if rec.Body.String() != "a=2 b=11" {
 		t.Errorf("second request body %q, want a=2 b=11", rec.Body)
 	}
-	if got, want := commandNames(f.cmds), []string{"find", "find", "findAndModify", "findAndModify"}; !slices.Equal(got, want) {
+	if got, want := commandNames(f.cmds), []string{"find", "find", "save", "save"}; !slices.Equal(got, want) {
 		t.Errorf("commands %q, want %q", got, want)
 	}
 	if n := f.count(t); n != 2 {
@@ -1030,7 +1030,7 @@ func TestMiddlewareTouchInterval(t *testing.T) {
 				}
 				// ...but changes are still written.
 				change = "bob"
-				request([]string{"find", "findAndModify"}, true)
+				request([]string{"find", "save"}, true)
 				doc, _ = browserDocument(t, f, b)
 				if got, want := documentDate(t, doc, fieldExpiresAt), clock.Now().Add(idle); !got.Equal(want) {
 					t.Errorf("expiresAt %v after a change, want %v", got, want)
@@ -1039,7 +1039,7 @@ func TestMiddlewareTouchInterval(t *testing.T) {
 			}
 
 			clock.Advance(tc.touch - tc.quiet)
-			request([]string{"find", "findAndModify"}, true)
+			request([]string{"find", "save"}, true)
 			doc, _ = browserDocument(t, f, b)
 			if got, want := documentDate(t, doc, fieldExpiresAt), expires0.Add(tc.touch); !got.Equal(want) {
 				t.Errorf("expiresAt after touch %v, want %v", got, want)
@@ -1198,7 +1198,7 @@ func TestMiddlewareCacheHeadersExplicitSave(t *testing.T) {
 		}, []string{"insert"}, false},
 		{"existing session, sessions.Save", true, func(f *storeFixture, w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
 			return sessions.Save(r, w)
-		}, []string{"find", "findAndModify"}, false},
+		}, []string{"find", "save"}, false},
 		{"existing session, RegenerateID", true, func(f *storeFixture, w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
 			return f.store.RegenerateID(r, w, s)
 		}, []string{"find", "insert", "findAndModify"}, false}, // the new document first, then the old one deleted
@@ -1570,7 +1570,7 @@ func TestMiddlewareRememberMe(t *testing.T) {
 				f.cmds.reset()
 				rec := b.do(h.ServeHTTP)
 				now := clock.Now()
-				if got, want := commandNames(f.cmds), []string{"find", "findAndModify"}; !slices.Equal(got, want) {
+				if got, want := commandNames(f.cmds), []string{"find", "save"}; !slices.Equal(got, want) {
 					t.Errorf("day %.1f: commands %q, want %q (a touch)", at.Hours()/24, got, want)
 				}
 				want := tc.expires(created, now)

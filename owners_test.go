@@ -206,7 +206,7 @@ func TestOwnerFieldsFollowTheValues(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	upd := f.cmds.named("findAndModify")[0].Lookup("update").Document()
+	upd := saveUpdate(t, f.cmds)
 	if _, err := upd.LookupErr("$unset"); err == nil || strings.Contains(upd.String(), `"owner"`) {
 		t.Fatalf("the save of a session without an owner sends %s", upd)
 	}
@@ -364,18 +364,8 @@ func TestOwnerIndex(t *testing.T) {
 	if len(filters) != 3 {
 		t.Fatalf("filters %v, want two listings and one delete", filters)
 	}
-	explain := func(filter bson.Raw) bson.Raw {
-		var res bson.Raw
-		err := coll.Database().RunCommand(context.Background(), bson.D{
-			{Key: "explain", Value: bson.D{{Key: "find", Value: coll.Name()}, {Key: "filter", Value: filter}}},
-		}).Decode(&res)
-		if err != nil {
-			t.Fatalf("explain: %v", err)
-		}
-		return res
-	}
 	for _, filter := range filters {
-		plan := explain(filter)
+		plan := explainFind(t, coll, filter)
 		if testServerKind == "embedded" {
 			// FerretDB v1 uses no index but _id's for any query: its plan
 			// is a scan.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -111,7 +112,7 @@ func (s *Store) ensureTTLIndex(ctx context.Context, specs []bson.Raw) error {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: changed the index on expiresAt to expire each session at its expiresAt",
 			slog.String("collection", s.coll.c.Name()), slog.String("index", idx.name))
 		return nil
-	case unsupported(err):
+	case unsupported(err): // not ttlRefused: a refusal to change an index (MongoDB < 5.1) is handled below
 		return fmt.Errorf("%w: collMod of index %q: %w", errNoTTL, idx.name, err)
 	case !idx.plain:
 		was := "no expireAfterSeconds"
@@ -138,7 +139,7 @@ func (s *Store) ensureTTLIndex(ctx context.Context, specs []bson.Raw) error {
 // createTTLIndex creates the TTL index {expiresAt: 1}.
 func (s *Store) createTTLIndex(ctx context.Context) error {
 	err := s.coll.createExpiresAtIndex(ctx, true)
-	if unsupported(err) {
+	if ttlRefused(err) {
 		return fmt.Errorf("%w: createIndexes with expireAfterSeconds: %w", errNoTTL, err)
 	}
 	return err
@@ -167,6 +168,21 @@ func (s *Store) ensureOwnerIndex(ctx context.Context, specs []bson.Raw) error {
 		return nil
 	}
 	return err
+}
+
+// ttlRefused reports whether err, a server's answer to a TTL index on
+// expiresAt, means it does not support one: a code saying so, or a message
+// about TTL or expireAfterSeconds (Azure Cosmos DB for MongoDB, RU,
+// accepts a TTL index on _ts only). A network failure or timeout is not an
+// answer.
+func ttlRefused(err error) bool {
+	var se mongo.ServerError
+	if !errors.As(err, &se) {
+		return false
+	}
+	msg := strings.ToLower(se.Error())
+	return unsupported(err) || strings.Contains(msg, "expireafterseconds") || strings.Contains(msg, "ttl") ||
+		strings.Contains(msg, "not supported")
 }
 
 // expiresAtIndex is a single-field index on expiresAt.

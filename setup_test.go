@@ -914,3 +914,27 @@ func TestMiddlewareTimesAreWhatTheSaveWrote(t *testing.T) {
 		last = got
 	}
 }
+
+func TestTTLRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"FerretDB v1", mongo.CommandError{Code: 238, Name: "NotImplemented", Message: "Index option \"expireAfterSeconds\" is not implemented yet"}, true},
+		{"Azure Cosmos DB for MongoDB (RU)", mongo.CommandError{Code: 67, Name: "CannotCreateIndex", Message: "The expireAfterSeconds option is supported on '_ts' field only."}, true},
+		{"a TTL message under another code", mongo.CommandError{Code: 2, Name: "BadValue", Message: "TTL indexes are disabled on this cluster"}, true},
+		{"command not supported", mongo.CommandError{Code: 115, Name: "CommandNotSupported", Message: "createIndexes"}, true},
+		{"another index error", mongo.CommandError{Code: 85, Name: "IndexOptionsConflict", Message: "An equivalent index already exists with a different name"}, false},
+		{"not authorized", mongo.CommandError{Code: 13, Name: "Unauthorized", Message: "not authorized on db to execute command"}, false},
+		{"a network failure", fmt.Errorf("%w: connection reset", ErrDatabase), false},
+		{"a timeout", context.DeadlineExceeded, false},
+		{"no error", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ttlRefused(tc.err); got != tc.want {
+				t.Fatalf("ttlRefused(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}

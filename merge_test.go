@@ -1,0 +1,437 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/sessions"
+)
+
+func TestDiffApply(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		base, mine, their map[any]any
+		want              map[any]any
+	}{
+		{"different keys",
+			map[any]any{"a": 1}, map[any]any{"a": 1, "b": 2}, map[any]any{"a": 1, "c": 3},
+			map[any]any{"a": 1, "b": 2, "c": 3}},
+		{"same key: mine is later",
+			map[any]any{"a": 1}, map[any]any{"a": 2}, map[any]any{"a": 3},
+			map[any]any{"a": 2}},
+		{"a key only they changed keeps their value",
+			map[any]any{"a": 1, "b": 1}, map[any]any{"a": 1, "b": 2}, map[any]any{"a": 5, "b": 1},
+			map[any]any{"a": 5, "b": 2}},
+		{"deleted by me",
+			map[any]any{"a": 1, "b": 1}, map[any]any{"b": 1}, map[any]any{"a": 1, "b": 1, "c": 1},
+			map[any]any{"b": 1, "c": 1}},
+		{"deleted by them, unchanged by me",
+			map[any]any{"a": 1, "b": 1}, map[any]any{"a": 1, "b": 1}, map[any]any{"b": 1},
+			map[any]any{"b": 1}},
+		{"flash read by me, one added by them",
+			map[any]any{"_flash": []any{"x"}}, map[any]any{}, map[any]any{"_flash": []any{"x", "z"}},
+			map[any]any{"_flash": []any{"z"}}},
+		{"flash read by me, mine added after",
+			map[any]any{"_flash": []any{"x"}}, map[any]any{"_flash": []any{"y"}}, map[any]any{"_flash": []any{"x", "z"}},
+			map[any]any{"_flash": []any{"z", "y"}}},
+		{"flash read by both",
+			map[any]any{"_flash": []any{"x"}}, map[any]any{}, map[any]any{},
+			map[any]any{}},
+		{"flashes added by both to none",
+			map[any]any{}, map[any]any{"_flash": []any{"y"}}, map[any]any{"_flash": []any{"z"}},
+			map[any]any{"_flash": []any{"z", "y"}}},
+		{"a duplicate flash stays a duplicate",
+			map[any]any{"_flash": []any{"x"}}, map[any]any{"_flash": []any{"x", "x"}}, map[any]any{"_flash": []any{"x"}},
+			map[any]any{"_flash": []any{"x", "x"}}},
+		{"a list they replaced with a scalar",
+			map[any]any{"l": []any{1}}, map[any]any{"l": []any{1, 2}}, map[any]any{"l": "s"},
+			map[any]any{"l": []any{2}}},
+		{"a list I replaced with a scalar",
+			map[any]any{"l": []any{1}}, map[any]any{"l": "s"}, map[any]any{"l": []any{1, 3}},
+			map[any]any{"l": "s"}},
+		{"unknown base: every key of mine is set, lists whole",
+			nil, map[any]any{"a": 1, "_flash": []any{"x"}}, map[any]any{"a": 0, "b": 2, "_flash": []any{"x", "z"}},
+			map[any]any{"a": 1, "b": 2, "_flash": []any{"x"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := maps.Clone(tc.their)
+			diff(tc.base, tc.mine).apply(got)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestDiffOfLongListsReplacesThem(t *testing.T) {
+	long := make([]any, maxMergedList)
+	c := diff(map[any]any{"l": []any{}}, map[any]any{"l": append(long, 1)})
+	if _, ok := c.set["l"]; !ok || len(c.lists) != 0 {
+		t.Fatalf("a list of %d items: %+v, want a whole-value change", maxMergedList+1, c)
+	}
+}
+
+// overlap runs two requests of b that both load the session before either
+// saves; first's saves, then second's. Each fn changes the session and
+// saves it (or not) and returns the error.
+func overlap(t *testing.T, f *storeFixture, b *browser, first, second func(w http.ResponseWriter, r *http.Request, s *sessions.Session) error) (error, error) {
+	t.Helper()
+	r1, r2 := b.request(), b.request()
+	w1, w2 := httptest.NewRecorder(), httptest.NewRecorder()
+	s1, err := f.store.Get(r1, testSessionName)
+	if err != nil || s1.IsNew {
+		t.Fatalf("first load: new %v, %v", s1.IsNew, err)
+	}
+	s2, err := f.store.Get(r2, testSessionName)
+	if err != nil || s2.IsNew {
+		t.Fatalf("second load: new %v, %v", s2.IsNew, err)
+	}
+	err1 := first(w1, r1, s1)
+	err2 := second(w2, r2, s2)
+	b.absorb(w1.Header())
+	b.absorb(w2.Header())
+	return err1, err2
+}
+
+func setAndSave(key string, value any) func(http.ResponseWriter, *http.Request, *sessions.Session) error {
+	return func(w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+		s.Values[key] = value
+		return s.Save(r, w)
+	}
+}
+
+// TestOverlappingSavesLoseNothing: 100 times, two requests load the
+// session and each saves a different key; the second save meets the
+// first's and merges.
+func TestOverlappingSavesLoseNothing(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"start": 1})
+	want := map[any]any{"start": 1}
+	const trials = 100
+	for i := range trials {
+		a, c := fmt.Sprintf("a%d", i), fmt.Sprintf("b%d", i)
+		err1, err2 := overlap(t, f, b, setAndSave(a, i), setAndSave(c, i))
+		if err1 != nil || err2 != nil {
+			t.Fatalf("trial %d: saves: %v, %v", i, err1, err2)
+		}
+		want[a], want[c] = i, i
+	}
+	s, err := loadSession(t, f, b)
+	if err != nil || s.IsNew {
+		t.Fatalf("load: new %v, %v", s.IsNew, err)
+	}
+	if !reflect.DeepEqual(s.Values, want) {
+		lost := 0
+		for k := range want {
+			if _, ok := s.Values[k]; !ok {
+				lost++
+			}
+		}
+		t.Fatalf("%d of %d changes lost", lost, 2*trials)
+	}
+	if !strings.Contains(f.logs.String(), "merged concurrent changes") {
+		t.Error("no merge logged")
+	}
+}
+
+func TestOverlappingSavesOfOneKey(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"k": "start", "other": 1})
+	if err1, err2 := overlap(t, f, b, setAndSave("k", "first"), setAndSave("k", "second")); err1 != nil || err2 != nil {
+		t.Fatalf("saves: %v, %v", err1, err2)
+	}
+	s, _ := loadSession(t, f, b)
+	if s.Values["k"] != "second" || s.Values["other"] != 1 {
+		t.Fatalf("values %v, want the later save's k and other kept", s.Values)
+	}
+}
+
+func TestOverlappingFlashes(t *testing.T) {
+	read := func(w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+		if got := s.Flashes(); len(got) != 1 || got[0] != "x" {
+			return fmt.Errorf("flashes %v, want [x]", got)
+		}
+		s.AddFlash("y")
+		return s.Save(r, w)
+	}
+	add := func(w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+		s.AddFlash("z")
+		return s.Save(r, w)
+	}
+	for _, tc := range []struct {
+		name          string
+		first, second func(http.ResponseWriter, *http.Request, *sessions.Session) error
+		want          []any
+	}{
+		{"read, then added elsewhere", read, add, []any{"y", "z"}},
+		{"added, then read elsewhere", add, read, []any{"z", "y"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone})
+			b, _ := saveNewSession(t, f, map[any]any{"_flash": []any{"x"}})
+			if err1, err2 := overlap(t, f, b, tc.first, tc.second); err1 != nil || err2 != nil {
+				t.Fatalf("saves: %v, %v", err1, err2)
+			}
+			s, _ := loadSession(t, f, b)
+			if got := s.Flashes(); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("flashes %v, want %v: x read once, y and z kept", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestOverlappingLogoutWins(t *testing.T) {
+	logout := func(w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+		s.Options.MaxAge = -1
+		return s.Save(r, w)
+	}
+	for _, tc := range []struct {
+		name          string
+		first, second func(http.ResponseWriter, *http.Request, *sessions.Session) error
+		gone          int // which save answers ErrSessionGone: 0 none, 2 the second
+	}{
+		{"logout first", logout, setAndSave("k", 1), 2},
+		{"logout second", setAndSave("k", 1), logout, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone})
+			b, id := saveNewSession(t, f, map[any]any{"start": 1})
+			err1, err2 := overlap(t, f, b, tc.first, tc.second)
+			if err1 != nil || (tc.gone == 2) != errors.Is(err2, ErrSessionGone) || (tc.gone != 2 && err2 != nil) {
+				t.Fatalf("saves: %v, %v", err1, err2)
+			}
+			if n := f.count(t); n != 0 {
+				t.Fatalf("%d documents after the logout, want 0", n)
+			}
+			if s, _ := loadSession(t, f, b); !s.IsNew {
+				t.Fatalf("session %s loads after the logout", id)
+			}
+		})
+	}
+}
+
+func TestOverlappingSaveAndSignOutEverywhere(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b := newBrowser()
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		SetOwner(s, "ada", "laptop")
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	signOut := func(w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+		_, err := f.store.EndOtherSessions(r.Context(), "ada", nil)
+		return err
+	}
+	err1, err2 := overlap(t, f, b, signOut, setAndSave("k", 1))
+	if err1 != nil || !errors.Is(err2, ErrSessionGone) {
+		t.Fatalf("sign-out %v, save %v; want the save to find the session gone", err1, err2)
+	}
+	if n := f.count(t); n != 0 {
+		t.Fatalf("%d documents, want 0", n)
+	}
+}
+
+func TestOverlappingRegenerateID(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, oldID := saveNewSession(t, f, map[any]any{"start": 1})
+	var newID string
+	regenerate := func(w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+		s.Values["b"] = 2
+		err := f.store.RegenerateID(r, w, s)
+		newID = s.ID
+		return err
+	}
+	if err1, err2 := overlap(t, f, b, setAndSave("a", 1), regenerate); err1 != nil || err2 != nil {
+		t.Fatalf("save %v, RegenerateID %v", err1, err2)
+	}
+	if newID == oldID || f.count(t) != 1 {
+		t.Fatalf("%d documents; the ID changed: %v", f.count(t), newID != oldID)
+	}
+	s, _ := loadSession(t, f, b)
+	if s.ID != newID || !reflect.DeepEqual(s.Values, map[any]any{"start": 1, "a": 1, "b": 2}) {
+		t.Fatalf("loaded %v under the new ID %v; want both changes", s.Values, s.ID == newID)
+	}
+}
+
+// TestOverlappingSaveKeepsRememberMe: a request that changed only a value
+// keeps the lifetime another request gave the session.
+func TestOverlappingSaveKeepsRememberMe(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	f.store.MaxAge(3600)
+	b, id := saveNewSession(t, f, map[any]any{"start": 1})
+	remember := func(w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+		s.Options.MaxAge = 30 * 86400
+		return s.Save(r, w)
+	}
+	if err1, err2 := overlap(t, f, b, remember, setAndSave("k", 1)); err1 != nil || err2 != nil {
+		t.Fatalf("saves: %v, %v", err1, err2)
+	}
+	d, err := parseDocument(storedDocument(t, f, id))
+	if err != nil || d.maxAge != 30*86400 {
+		t.Fatalf("stored maxAge %d (%v), want 30 days", d.maxAge, err)
+	}
+	if c := b.cookies[testSessionName]; c == nil || c.MaxAge != 30*86400 {
+		t.Fatalf("cookie %v, want MaxAge of 30 days", c)
+	}
+}
+
+// TestConflictsRunOut: another instance saves the session just before each
+// of this save's writes, so that every write meets a change.
+func TestConflictsRunOut(t *testing.T) {
+	var armed atomic.Bool
+	var writes atomic.Int64
+	var interfere func()
+	client := hookedClient(t, func(name string) {
+		if armed.Load() && (name == "update" || name == "findAndModify") {
+			writes.Add(1)
+			interfere()
+		}
+	})
+	coll := testCollection(t, client)
+	store := storeOn(t, coll, Config{Expiry: ExpiryNone})
+	other := storeOn(t, testClient(t, nil).Database(testDatabase).Collection(coll.Name()), Config{Expiry: ExpiryNone})
+	f := &storeFixture{store: store, coll: coll}
+	b, id := saveNewSession(t, f, map[any]any{"n": 0})
+	n := 0
+	interfere = func() {
+		n++
+		r := b.request()
+		s, err := other.Get(r, testSessionName)
+		if err == nil {
+			s.Values["n"] = n
+			err = s.Save(r, httptest.NewRecorder())
+		}
+		if err != nil {
+			t.Errorf("the other instance's save: %v", err)
+		}
+	}
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := store.Get(r, testSessionName)
+		s.Values["mine"] = true
+		armed.Store(true)
+		err := s.Save(r, w)
+		armed.Store(false)
+		if !errors.Is(err, ErrConflict) {
+			t.Fatalf("Save = %v, want ErrConflict", err)
+		}
+	})
+	if writes.Load() != maxSaveAttempts {
+		t.Fatalf("%d writes, want %d", writes.Load(), maxSaveAttempts)
+	}
+	if store.coll.exactID() {
+		t.Log("FerretDB v1 has no conditional write: the last write stands")
+		return
+	}
+	var s *sessions.Session
+	b.do(func(w http.ResponseWriter, r *http.Request) { s, _ = other.Get(r, testSessionName) })
+	if _, ok := s.Values["mine"]; ok || s.Values["n"] != maxSaveAttempts {
+		t.Fatalf("stored %v (session %s); want the other instance's last save only", s.Values, id)
+	}
+}
+
+// TestOverlappingMiddlewareRequests: 100 times, two requests of one
+// browser run through the middleware at once, each waiting until both have
+// loaded the session before changing its own key.
+func TestOverlappingMiddlewareRequests(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"start": 1})
+	const trials, width = 100, 2
+	var barrier sync.WaitGroup
+	h := f.store.Middleware(testSessionName, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		barrier.Done()
+		barrier.Wait()
+		s.Values[r.URL.Query().Get("k")] = true
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	for i := range trials {
+		barrier.Add(width)
+		var wg sync.WaitGroup
+		for j := range width {
+			r := b.request()
+			r.URL.RawQuery = fmt.Sprintf("k=t%d-%d", i, j)
+			wg.Go(func() {
+				rec := httptest.NewRecorder()
+				h.ServeHTTP(rec, r)
+				if rec.Code != http.StatusNoContent {
+					t.Errorf("trial %d request %d: %d %s", i, j, rec.Code, rec.Body)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	s, _ := loadSession(t, f, b)
+	lost := 0
+	for i := range trials {
+		for j := range width {
+			if s.Values[fmt.Sprintf("t%d-%d", i, j)] != true {
+				lost++
+			}
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d changes lost", lost, trials*width)
+	}
+}
+
+// TestSaveShapes: on a server with a query planner a save is one
+// conditional update on {_id, rev, expiresAt > now}, which the plan serves
+// from the _id index; on FerretDB v1 it is findAndModify on exactly {_id}.
+func TestSaveShapes(t *testing.T) {
+	clock := newFakeClock()
+	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
+	b, id := saveNewSession(t, f, map[any]any{"k": "v"})
+	f.cmds.reset()
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		clock.Advance(time.Minute)
+		s.Values["k"] = "w"
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	filters := commandFilters(t, f.cmds)
+	if len(filters["find"]) != 1 || !isIDOnly(filters["find"][0]) {
+		t.Fatalf("loads %v, want one find on exactly {_id}", filters["find"])
+	}
+	if f.store.coll.exactID() {
+		if len(filters["findAndModify"]) != 1 || !isIDOnly(filters["findAndModify"][0]) || len(filters["update"]) != 0 {
+			t.Fatalf("FerretDB v1 saves %v, want one findAndModify on exactly {_id}", filters)
+		}
+		return
+	}
+	if len(filters["update"]) != 1 || len(filters["findAndModify"]) != 0 {
+		t.Fatalf("saves %v, want one update", filters)
+	}
+	filter := filters["update"][0]
+	if rev, _ := filter.Lookup(fieldRev).AsInt64OK(); filter.Lookup(fieldID).StringValue() != docID(id) || rev != 1 ||
+		filter.Lookup(fieldExpiresAt, "$gt").Type == 0 {
+		t.Fatalf("save filter %s, want {_id, rev: 1, expiresAt: {$gt: now}}", filter)
+	}
+	plan := explainFind(t, f.coll, filter)
+	if used := planIndexes(plan.Lookup("queryPlanner")); !reflect.DeepEqual(used, []string{"_id_"}) {
+		t.Fatalf("the plan for %s uses %q, want _id_ alone: %s", filter, used, plan)
+	}
+}
+
+func TestDetectServer(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	if err := f.store.coll.detect(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.store.coll.exactID(), testServerKind == "embedded"; got != want {
+		t.Fatalf("exactID %v on the %s server, want %v", got, testServerKind, want)
+	}
+}
