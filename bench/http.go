@@ -30,7 +30,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
-	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongostore/mongostore/bench/internal/db"
 	"github.com/mongostore/mongostore/bench/internal/lib"
@@ -305,11 +304,12 @@ func ratios(r, base *load.Batch, perRound bool, goal float64) string {
 	return fmt.Sprintf("%.3f | %s | %s", x, rounds, verdict)
 }
 
-// floor is the bare driver sending the store's commands, its documents and
-// update copies of the store's (random bytes of the same sizes, dates moved).
+// floor is the bare driver sending the least a store sends, find and
+// updateOne by _id (no conflict detection), its documents and update
+// copies of the store's (random bytes of the same sizes, dates moved).
 type floor struct {
 	coll     *mongo.Collection
-	update   bson.Raw    // of the store's findAndModify
+	update   bson.Raw    // of the store's save
 	sentAt   time.Time   // when the store sent it
 	cookie   http.Cookie // the store's
 	cookieOp sessions.Options
@@ -328,12 +328,20 @@ type floorUser struct {
 type offset time.Duration
 
 // record creates and changes a session through a store on a client with a
-// command monitor, and keeps the cookie and the update of the findAndModify.
+// command monitor, and keeps the cookie and the update of the save (an
+// update command, or findAndModify on FerretDB v1).
 func (f *floor) record(ctx context.Context, uri string, coll *mongo.Collection, logger *slog.Logger, key []byte) error {
 	// The monitor runs in the goroutine that sends the command: Create's.
 	client, _, disconnect, err := db.Connect(ctx, uri, &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
-		if u, ok := e.Command.Lookup("update").DocumentOK(); ok && e.CommandName == "findAndModify" {
-			f.update, f.sentAt = u, time.Now()
+		switch e.CommandName {
+		case "findAndModify":
+			if u, ok := e.Command.Lookup("update").DocumentOK(); ok {
+				f.update, f.sentAt = u, time.Now()
+			}
+		case "update":
+			if u, ok := e.Command.Lookup("updates", "0", "u").DocumentOK(); ok {
+				f.update, f.sentAt = u, time.Now()
+			}
 		}
 	}})
 	if err != nil {
@@ -347,7 +355,7 @@ func (f *floor) record(ctx context.Context, uri string, coll *mongo.Collection, 
 	defer store.Close()
 	cookie, err := store.Create(ctx, cookieName, func(s *sessions.Session) { fill(s, 0) }, "", "", increment)
 	if err != nil || f.update == nil {
-		return fmt.Errorf("record the store's findAndModify: %v", err)
+		return fmt.Errorf("record the store's save: %v", err)
 	}
 	f.cookie = *cookie
 	f.cookieOp = sessions.Options{Path: cookie.Path, MaxAge: cookie.MaxAge, Secure: cookie.Secure, HttpOnly: cookie.HttpOnly, SameSite: cookie.SameSite}
@@ -414,10 +422,10 @@ func (f *floor) find(ctx context.Context, u *floorUser) error {
 	return f.coll.FindOne(ctx, bson.D{{Key: "_id", Value: u.id}}).Err()
 }
 
-// save is the store's save: FindOneAndUpdate({_id}, its update, pre-image).
+// save is the least a save can be: UpdateOne({_id}, the store's update).
 func (f *floor) save(ctx context.Context, u *floorUser) error {
-	return f.coll.FindOneAndUpdate(ctx, bson.D{{Key: "_id", Value: u.id}}, stamp(u.updates[u.saves.Add(1)%2], time.Now()),
-		options.FindOneAndUpdate().SetReturnDocument(options.Before)).Err()
+	_, err := f.coll.UpdateOne(ctx, bson.D{{Key: "_id", Value: u.id}}, stamp(u.updates[u.saves.Add(1)%2], time.Now()))
+	return err
 }
 
 // stamp copies update with each offset made a date from now.
