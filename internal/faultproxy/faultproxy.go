@@ -41,6 +41,7 @@ type Proxy struct {
 // link is one client connection and, once dialled, its upstream.
 type link struct {
 	client net.Conn
+	mongos bool // ClaimMongos was on when the proxy accepted it
 	mu     sync.Mutex
 	server net.Conn
 }
@@ -153,8 +154,8 @@ func (p *Proxy) BlackHole(on bool) {
 	}
 }
 
-// ClaimMongos, while on is true, makes the connections opened from then on
-// claim that their server is a mongos (a router of a sharded cluster): the
+// ClaimMongos, while on is true, makes the connections accepted from then
+// on claim that their server is a mongos (a router of a sharded cluster): the
 // proxy reads the server's answers as MongoDB wire-protocol messages and
 // rewrites each answer to a handshake (hello, isMaster) so that its
 // document says msg "isdbgrid" and has no replica set fields, which is how
@@ -227,7 +228,7 @@ func (p *Proxy) accept() {
 			c.Close()
 			continue
 		}
-		l := &link{client: c}
+		l := &link{client: c, mongos: p.mongos}
 		p.conns[l] = struct{}{}
 		p.wg.Add(1)
 		p.mu.Unlock()
@@ -249,7 +250,7 @@ func (p *Proxy) serve(l *link) {
 		return
 	}
 	p.mu.Lock()
-	upstream, closed, mongos := p.upstream, p.closed, p.mongos
+	upstream, closed := p.upstream, p.closed
 	p.mu.Unlock()
 	if closed {
 		return
@@ -264,7 +265,7 @@ func (p *Proxy) serve(l *link) {
 	done := make(chan struct{}, 2)
 	go func() { p.pipe(server, l.client, false); done <- struct{}{} }()
 	go func() {
-		if mongos {
+		if l.mongos {
 			p.pipeMessages(l.client, server)
 		} else {
 			p.pipe(l.client, server, true)

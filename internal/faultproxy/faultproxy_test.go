@@ -364,6 +364,12 @@ func TestProxyClaimMongos(t *testing.T) {
 	}
 	p := newProxy(t, wireServer(t, all...))
 	before := dial(t, p)
+	want := bytes.Join(all, nil)
+	first := make([]byte, len(all[0])) // read: the proxy has accepted it
+	before.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(before, first); err != nil || !bytes.Equal(first, all[0]) {
+		t.Fatalf("first message before ClaimMongos: %v; changed: %t", err, !bytes.Equal(first, all[0]))
+	}
 	p.ClaimMongos(true)
 	c := dial(t, p)
 	c.SetDeadline(time.Now().Add(5 * time.Second))
@@ -408,12 +414,14 @@ func TestProxyClaimMongos(t *testing.T) {
 	}
 	// Connections opened before, or after it is off, get the bytes as sent.
 	p.ClaimMongos(false)
-	want := bytes.Join(all, nil)
-	for name, c := range map[string]net.Conn{"opened before": before, "opened after": dial(t, p)} {
-		got := make([]byte, len(want))
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := io.ReadFull(c, got); err != nil || !bytes.Equal(got, want) {
-			t.Errorf("connection %s: %v; the bytes changed: %t", name, err, !bytes.Equal(got, want))
+	for name, tc := range map[string]struct {
+		c    net.Conn
+		want []byte
+	}{"opened before": {before, want[len(first):]}, "opened after": {dial(t, p), want}} {
+		got := make([]byte, len(tc.want))
+		tc.c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(tc.c, got); err != nil || !bytes.Equal(got, tc.want) {
+			t.Errorf("connection %s: %v; the bytes changed: %t", name, err, !bytes.Equal(got, tc.want))
 		}
 	}
 }
