@@ -28,8 +28,9 @@ import (
 
 // mongosClient connects through a proxy that makes the test server claim
 // to be a mongos, with rp as the client's read preference and w majority,
-// recording in cmds every command the client sends.
-func mongosClient(t *testing.T, rp *readpref.ReadPref, cmds *commandLog) *mongo.Client {
+// recording in cmds every command the client sends. Its handshakes are
+// OP_QUERY, answered by OP_REPLY, or, with stableAPI, OP_MSG.
+func mongosClient(t *testing.T, rp *readpref.ReadPref, stableAPI bool, cmds *commandLog) *mongo.Client {
 	t.Helper()
 	uri := os.Getenv("MONGODB_URI")
 	proxy, err := faultproxy.New(uriHost(t, uri))
@@ -41,8 +42,12 @@ func mongosClient(t *testing.T, rp *readpref.ReadPref, cmds *commandLog) *mongo.
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := mongo.Connect(options.Client().ApplyURI(proxied).SetTimeout(30 * time.Second).
-		SetReadPreference(rp).SetWriteConcern(writeconcern.Majority()).SetMonitor(cmds.monitor()))
+	opts := options.Client().ApplyURI(proxied).SetTimeout(30 * time.Second).
+		SetReadPreference(rp).SetWriteConcern(writeconcern.Majority()).SetMonitor(cmds.monitor())
+	if stableAPI {
+		opts.SetServerAPIOptions(options.ServerAPI(options.ServerAPIVersion1))
+	}
+	client, err := mongo.Connect(opts)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
@@ -70,16 +75,18 @@ func readPrefMode(t *testing.T, cmd bson.Raw) string {
 
 func TestReadPrefPrimaryWhateverTheClientDefault(t *testing.T) {
 	for _, rp := range []*readpref.ReadPref{readpref.SecondaryPreferred(), readpref.Nearest()} {
-		t.Run(rp.Mode().String(), func(t *testing.T) {
-			testReadPrefPrimary(t, rp)
-		})
+		for _, handshake := range []string{"OP_QUERY", "OP_MSG"} {
+			t.Run(rp.Mode().String()+"/"+handshake, func(t *testing.T) {
+				testReadPrefPrimary(t, rp, handshake == "OP_MSG")
+			})
+		}
 	}
 }
 
-func testReadPrefPrimary(t *testing.T, rp *readpref.ReadPref) {
+func testReadPrefPrimary(t *testing.T, rp *readpref.ReadPref, stableAPI bool) {
 	ctx := context.Background()
 	cmds := &commandLog{}
-	client := mongosClient(t, rp, cmds)
+	client := mongosClient(t, rp, stableAPI, cmds)
 	coll := testCollection(t, client)
 
 	// The control: the client's own reads carry its read preference, so
