@@ -3,11 +3,14 @@
 // of mongostore's modules: it can cut every connection, refuse new ones,
 // delay every answer, or black-hole the traffic (connections accepted,
 // nothing answered), and it points at a new server address after a
-// restart. It listens on loopback only and needs nothing outside the
-// standard library.
+// restart. It can also make a standalone server pass for a mongos, the
+// one kind of server to which a driver sends a read preference of every
+// mode (see ClaimMongos). It listens on loopback only and needs nothing
+// outside the standard library.
 package faultproxy
 
 import (
+	"bufio"
 	"fmt"
 	"net"
 	"net/url"
@@ -26,6 +29,7 @@ type Proxy struct {
 	upstream string
 	refuse   bool
 	latency  time.Duration
+	mongos   bool
 	// hole is closed when the black hole ends; nil when there is none.
 	hole   chan struct{}
 	conns  map[*link]struct{}
@@ -37,6 +41,7 @@ type Proxy struct {
 // link is one client connection and, once dialled, its upstream.
 type link struct {
 	client net.Conn
+	mongos bool // ClaimMongos was on when the proxy accepted it
 	mu     sync.Mutex
 	server net.Conn
 }
@@ -149,6 +154,24 @@ func (p *Proxy) BlackHole(on bool) {
 	}
 }
 
+// ClaimMongos, while on is true, makes the connections accepted from then
+// on claim that their server is a mongos (a router of a sharded cluster): the
+// proxy reads the server's answers as MongoDB wire-protocol messages and
+// rewrites each answer to a handshake (hello, isMaster) so that its
+// document says msg "isdbgrid" and has no replica set fields, which is how
+// a driver tells a mongos. A driver sends a standalone server no read
+// preference, but sends a mongos every mode but primary in $readPreference,
+// so a test can see the read preference of each command. The driver then
+// treats the server as a mongos in other ways too: it sends retryable
+// writes with a txnNumber, for one. Other answers pass unchanged,
+// compressed ones too (a handshake is never compressed). Connections
+// already open keep their mode.
+func (p *Proxy) ClaimMongos(on bool) {
+	p.mu.Lock()
+	p.mongos = on
+	p.mu.Unlock()
+}
+
 // Conns returns the number of open client connections.
 func (p *Proxy) Conns() int {
 	p.mu.Lock()
@@ -205,7 +228,7 @@ func (p *Proxy) accept() {
 			c.Close()
 			continue
 		}
-		l := &link{client: c}
+		l := &link{client: c, mongos: p.mongos}
 		p.conns[l] = struct{}{}
 		p.wg.Add(1)
 		p.mu.Unlock()
@@ -241,7 +264,14 @@ func (p *Proxy) serve(l *link) {
 	l.mu.Unlock()
 	done := make(chan struct{}, 2)
 	go func() { p.pipe(server, l.client, false); done <- struct{}{} }()
-	go func() { p.pipe(l.client, server, true); done <- struct{}{} }()
+	go func() {
+		if l.mongos {
+			p.pipeMessages(l.client, server)
+		} else {
+			p.pipe(l.client, server, true)
+		}
+		done <- struct{}{}
+	}()
 	<-done
 	l.close()
 	<-done
@@ -282,6 +312,26 @@ func (p *Proxy) pipe(dst, src net.Conn, delayed bool) {
 		}
 		if err != nil {
 			return // EOF, or either side closed
+		}
+	}
+}
+
+// pipeMessages copies the server's answers from src to dst one
+// wire-protocol message at a time, as pipe does for delayed chunks, with
+// handshake answers rewritten to claim a mongos.
+func (p *Proxy) pipeMessages(dst, src net.Conn) {
+	r := bufio.NewReaderSize(src, 32<<10)
+	for {
+		msg, err := readMessage(r)
+		if err != nil {
+			return // EOF, either side closed, or not the wire protocol
+		}
+		if !p.wait() {
+			return
+		}
+		p.delay(time.Now())
+		if _, err := dst.Write(claimMongos(msg)); err != nil {
+			return
 		}
 	}
 }
