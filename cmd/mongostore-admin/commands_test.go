@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,4 +133,149 @@ func TestStatsMissingCollection(t *testing.T) {
 		t.Errorf("exit code %d, want 1", r.code)
 	}
 	mustContain(t, "stderr", r.stderr, "collection "+testDatabase+"."+name+"_typo does not exist", name, "check DB_NAME or -db")
+}
+
+func TestSessions(t *testing.T) {
+	f := newFixture(t)
+	col := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey}
+
+	r := runCmd(t, col, "sessions", "-owner", "alice")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, `2 live sessions of "alice", the latest saved first (times in UTC):`,
+		"HANDLE", "DEVICE", "CREATED", "UPDATED", "EXPIRES", "Firefox on Linux", "Safari on iPhone")
+	for _, not := range []string{"Old laptop", "Chrome on Windows"} {
+		if strings.Contains(r.stdout, not) {
+			t.Errorf("the list shows %q, not a live session of alice's", not)
+		}
+	}
+	if lines := strings.Count(r.stdout, "\n"); lines != 5 {
+		t.Errorf("%d lines, want 5 (title, blank, header, two sessions)", lines)
+	}
+	// The latest saved first: Safari's session was saved after Firefox's.
+	if strings.Index(r.stdout, "Safari") > strings.Index(r.stdout, "Firefox") {
+		t.Error("not the latest saved first")
+	}
+
+	r = runCmd(t, col, "sessions", "-owner", "alice", "-json")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	var list []ownedSession
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 {
+		t.Fatalf("%d sessions, want 2", len(list))
+	}
+	for _, s := range list {
+		if s.Handle == "" || !s.ExpiresAt.After(time.Now()) || s.CreatedAt.After(s.UpdatedAt) || s.CreatedAt.Location() != time.UTC {
+			t.Errorf("session %+v: want a handle, times in UTC, a future expiry", s)
+		}
+	}
+
+	r = runCmd(t, col, "sessions", "-owner", "carol")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, `no live sessions of "carol"`, "keyed with SESSION_KEY")
+
+	// With another key, the owner digests do not match: nothing is listed.
+	other := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": strings.Repeat("01", 32)}
+	r = runCmd(t, other, "sessions", "-owner", "alice")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, `no live sessions of "alice"`)
+
+	// After a key rotation, the old key, second in SESSION_KEY, still finds them.
+	rotated := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": strings.Repeat("01", 32) + "," + testKey}
+	r = runCmd(t, rotated, "sessions", "-owner", "alice")
+	mustContain(t, "stdout", r.stdout, `2 live sessions of "alice"`)
+
+	// A block key the application does not use: its documents are refused
+	// (not encrypted), with a warning, and none is listed.
+	encrypted := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey, "SESSION_BLOCK_KEY": strings.Repeat("02", 32)}
+	r = runCmd(t, encrypted, "sessions", "-owner", "alice")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, `no live sessions of "alice"`)
+	mustContain(t, "stderr", r.stderr, "skipping an unreadable one")
+}
+
+// TestSessionsDeviceEscapes checks that a device label, which comes from a
+// User-Agent, cannot send escape sequences to the terminal.
+func TestSessionsDeviceEscapes(t *testing.T) {
+	name, coll := testCollection(t)
+	store := newStore(t, coll, mongostore.Config{Expiry: mongostore.ExpiryNone}, time.Time{})
+	login(t, store, "mallory", "\x1b]0;pwned\x07\x1b[2J")
+	r := runCmd(t, map[string]string{"SESSION_COLLECTION": name, "SESSION_KEY": testKey}, "sessions", "-owner", "mallory")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	if strings.ContainsAny(r.stdout, "\x1b\x07") {
+		t.Errorf("the output holds control characters: %q", r.stdout)
+	}
+	mustContain(t, "stdout", r.stdout, `"\x1b]0;pwned\a\x1b[2J"`)
+}
+
+func TestEnd(t *testing.T) {
+	f := newFixture(t)
+	col := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey}
+
+	r := runCmd(t, col, "end", "-owner", "alice")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	// Alice's two live sessions and her expired one, not deleted yet.
+	mustContain(t, "stdout", r.stdout, `ended every session of "alice": 3 documents deleted`)
+	for i, c := range f.alice {
+		if loads(t, f.store, c) {
+			t.Errorf("alice's session %d still loads", i)
+		}
+	}
+	if !loads(t, f.store, f.bob) {
+		t.Error("bob's session was ended too")
+	}
+	if list, err := f.store.ListSessions(context.Background(), "alice", nil); err != nil || len(list) != 0 {
+		t.Errorf("ListSessions(alice) = %d sessions, %v; want none", len(list), err)
+	}
+	n, err := f.coll.CountDocuments(context.Background(), bson.D{})
+	if err != nil || n != 4 {
+		t.Errorf("%d documents left, %v; want 4 (bob's, two without owner, one expired without owner)", n, err)
+	}
+
+	r = runCmd(t, col, "end", "-owner", "alice")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, `no session of "alice" to end: 0 documents deleted`)
+
+	// One session, by its handle.
+	list, err := f.store.ListSessions(context.Background(), "bob", nil)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("ListSessions(bob) = %d sessions, %v", len(list), err)
+	}
+	r = runCmd(t, col, "end", "-owner", "bob", "-handle", "not-a-handle")
+	if r.code != 1 {
+		t.Errorf("exit code %d for an unknown handle, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, `no live session of "bob" has the handle "not-a-handle"`, "mongostore-admin sessions -owner bob")
+	if !loads(t, f.store, f.bob) {
+		t.Error("an unknown handle ended bob's session")
+	}
+	r = runCmd(t, map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey}, "end", "-owner", "alice", "-handle", list[0].Handle)
+	if r.code != 1 {
+		t.Errorf("exit code %d for bob's handle given as alice's, want 1", r.code)
+	}
+	r = runCmd(t, col, "end", "-owner", "bob", "-handle", list[0].Handle)
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, `ended the session `+list[0].Handle+` of "bob" (Chrome on Windows, last saved `)
+	if loads(t, f.store, f.bob) {
+		t.Error("bob's session still loads")
+	}
 }

@@ -80,6 +80,18 @@ func TestFormats(t *testing.T) {
 	if s.P50 != 5 || s.P90 != 9 || s.P99 != 10 || s.Max != 10 || s.Mean != 5 || s.Count != 10 {
 		t.Errorf("summarizeSizes = %+v", s)
 	}
+	if got := printable("Firefox on Linux"); got != "Firefox on Linux" {
+		t.Errorf("printable = %q", got)
+	}
+	if got := printable("a\x1b[2Jb"); got != `"a\x1b[2Jb"` {
+		t.Errorf("printable = %q", got)
+	}
+	if got := shellQuote("alice@example.com"); got != "alice@example.com" {
+		t.Errorf("shellQuote = %q", got)
+	}
+	if got := shellQuote("it's me"); got != `'it'\''s me'` {
+		t.Errorf("shellQuote = %q", got)
+	}
 }
 
 func TestDescribeServer(t *testing.T) {
