@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -277,5 +279,140 @@ func TestEnd(t *testing.T) {
 	mustContain(t, "stdout", r.stdout, `ended the session `+list[0].Handle+` of "bob" (Chrome on Windows, last saved `)
 	if loads(t, f.store, f.bob) {
 		t.Error("bob's session still loads")
+	}
+}
+
+// TestCheck runs check on a collection a store prepared in ExpiryAuto,
+// through a URI that sets a read preference and a write concern.
+func TestCheck(t *testing.T) {
+	name, coll := testCollection(t)
+	store := newStore(t, coll, mongostore.Config{}, time.Time{})
+	login(t, store, "alice", "Firefox")
+	login(t, store, "", "")
+	info := testServer(t)
+
+	r := runCmd(t, map[string]string{"SESSION_COLLECTION": name}, "check")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, "server        "+info.Kind, "collection    "+testDatabase+"."+name+": ",
+		"queries       how the server reads the store's queries", "  load ", "  save ", "  list ", "  sweep ",
+		"read pref     client default primary (the driver's default: the URI sets none)",
+		"the store reads from the primary whatever the client's default",
+		"write concern none in the URI", "retryWrites   on",
+		"scratch       "+testDatabase+"."+scratchPrefix)
+	switch info.Kind {
+	case kindFerretDB1:
+		mustContain(t, "stdout", r.stdout, "(claims MongoDB ",
+			"TTL indexes   no: code 238 (NotImplemented)", "collMod       a plain index to a TTL one: no: code 238 (NotImplemented)",
+			"ExpiryAuto    GC: the GC goroutine deletes expired sessions",
+			"collection scan (SQLite SCAN", "FerretDB v1 scans for every query")
+	case kindFerretDB2:
+		mustContain(t, "stdout", r.stdout, "on PostgreSQL with DocumentDB (claims MongoDB ",
+			"TTL indexes   yes", "collMod       a TTL index's expireAfterSeconds (3600 to 0): yes\n",
+			"              a plain index to a TTL one: no: code 72 (InvalidOptions)",
+			"ExpiryAuto    TTL: expiresAt_1 is already a TTL index with expireAfterSeconds 0")
+		mustMatch(t, "stdout", r.stdout, `(?m)^  load +find \{_id\} +index _id_ \(Index Scan\) +ok$`)
+	default:
+		mustContain(t, "stdout", r.stdout, "TTL indexes   yes", "ExpiryAuto    TTL: expiresAt_1 is already")
+		mustMatch(t, "stdout", r.stdout, `(?m)^  load +find \{_id\} +index _id_ .* ok$`, `(?m)^  sweep .* index expiresAt_1 .* ok$`)
+	}
+	assertNoScratch(t)
+
+	uri := strings.TrimSuffix(testURI(), "/") + "/?readPreference=secondaryPreferred&w=majority&retryWrites=false"
+	r = runCmd(t, map[string]string{"SESSION_COLLECTION": name, "MONGODB_URI": uri}, "check")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, "read pref     client default secondaryPreferred (from the URI)",
+		"write concern w=majority (from the URI); the store's writes use it", "retryWrites   off (from the URI)")
+	assertNoScratch(t)
+
+	// A collection that does not exist yet.
+	r = runCmd(t, map[string]string{"SESSION_COLLECTION": name + "_new"}, "check")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, "does not exist yet", "NewStore creates owner_1 (sparse)", "queries       no plans to show")
+	assertNoScratch(t)
+}
+
+// TestCheckPredictsNewStore checks, on collections with the indexes a store
+// may meet, that what check says ExpiryAuto would do is what NewStore
+// does: the mode it picks, or its failure.
+func TestCheckPredictsNewStore(t *testing.T) {
+	info := testServer(t)
+	cases := []struct {
+		name    string
+		indexes []mongo.IndexModel
+		ttlOnly bool // the case needs TTL indexes
+	}{
+		{"empty", nil, false},
+		{"the store's plain index", []mongo.IndexModel{{Keys: bson.D{{Key: "expiresAt", Value: 1}}}}, false},
+		{"another plain index", []mongo.IndexModel{{Keys: bson.D{{Key: "expiresAt", Value: 1}}, Options: options.Index().SetName("exp")}}, false},
+		{"a TTL index of an hour", []mongo.IndexModel{{Keys: bson.D{{Key: "expiresAt", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(3600)}}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.ttlOnly && info.Kind == kindFerretDB1 {
+				t.Skip("FerretDB v1 has no TTL indexes") // the CI leg on DocumentDB runs it
+			}
+			name, coll := testCollection(t)
+			ctx := context.Background()
+			if tc.indexes != nil {
+				if _, err := coll.Indexes().CreateMany(ctx, tc.indexes); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := coll.Database().CreateCollection(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+			r := runCmd(t, map[string]string{"SESSION_COLLECTION": name}, "check")
+			predicted := ""
+			for _, l := range strings.Split(r.stdout, "\n") {
+				if rest, ok := strings.CutPrefix(l, "ExpiryAuto    "); ok {
+					predicted = rest
+				}
+			}
+			store, err := mongostore.NewStore(ctx, coll, mongostore.Config{}, []byte(strings.Repeat("k", 32)))
+			if err == nil {
+				store.Close()
+			}
+			switch {
+			case errors.Is(err, mongostore.ErrInvalidConfig):
+				if r.code != 1 || !strings.HasPrefix(predicted, "NewStore would fail (ErrInvalidConfig)") {
+					t.Errorf("NewStore failed (%v); check exited %d and predicted %q", err, r.code, predicted)
+				}
+				return
+			case err != nil:
+				t.Fatal(err)
+			}
+			if r.code != 0 {
+				t.Errorf("check exited %d; NewStore succeeded", r.code)
+			}
+			indexes, err := listIndexes(ctx, coll)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mode := analyzeIndexes(indexes, info.Kind).Mode
+			if !strings.HasPrefix(predicted, mode+":") {
+				t.Errorf("NewStore left the indexes of mode %s, %v; check predicted %q", mode, indexes, predicted)
+			}
+		})
+	}
+}
+
+func testURI() string { return os.Getenv("MONGODB_URI") }
+
+// assertNoScratch checks that no scratch collection of check is left.
+func assertNoScratch(t *testing.T) {
+	t.Helper()
+	names, err := testClient(t).Database(testDatabase).ListCollectionNames(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, scratchPrefix) {
+			t.Errorf("check left its scratch collection %s", n)
+		}
 	}
 }

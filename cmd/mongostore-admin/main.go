@@ -104,7 +104,7 @@ type body struct {
 	run      func(ctx context.Context, a *app, c *conn) error
 }
 
-var commands = []command{statsCommand, sessionsCommand, endCommand}
+var commands = []command{statsCommand, sessionsCommand, endCommand, checkCommand}
 
 // usageError is a mistake in the command line or the configuration: exit 2.
 type usageError struct{ msg string }

@@ -22,7 +22,7 @@ func TestUsage(t *testing.T) {
 		stdout []string
 		stderr []string
 	}{
-		{"no command", nil, nil, 2, nil, []string{"Usage: mongostore-admin <command>", "stats", "sessions", "end"}},
+		{"no command", nil, nil, 2, nil, []string{"Usage: mongostore-admin <command>", "stats", "sessions", "end", "check"}},
 		{"-h", nil, []string{"-h"}, 0, []string{"Usage: mongostore-admin <command>", "MONGODB_URI", "SESSION_KEY", "Exit codes"}, nil},
 		{"help", nil, []string{"help"}, 0, []string{"Usage: mongostore-admin <command>"}, nil},
 		{"help stats", nil, []string{"help", "stats"}, 0, []string{"Usage: mongostore-admin stats", "-sample"}, nil},
@@ -30,15 +30,16 @@ func TestUsage(t *testing.T) {
 		{"stats -h", noURI, []string{"stats", "-h"}, 0, []string{"Usage: mongostore-admin stats", "-sample", "-exact", "-json", "-db", "-collection", "-timeout", "MONGODB_URI"}, nil},
 		{"sessions -h", noURI, []string{"sessions", "-h"}, 0, []string{"Usage: mongostore-admin sessions", "-owner", "SESSION_KEY"}, nil},
 		{"end -h", noURI, []string{"end", "-h"}, 0, []string{"Usage: mongostore-admin end", "-owner", "-handle", "Ended means ended"}, nil},
+		{"check --help", noURI, []string{"check", "--help"}, 0, []string{"Usage: mongostore-admin check", "scratch\ncollection, which it drops"}, nil},
 		{"bad flag", nil, []string{"stats", "-bogus"}, 2, nil, []string{"flag provided but not defined: -bogus", "Usage: mongostore-admin stats"}},
 		{"bad flag value", nil, []string{"stats", "-sample", "many"}, 2, nil, []string{`invalid value "many" for flag -sample`}},
 		{"negative sample", nil, []string{"stats", "-sample", "-1"}, 2, nil, []string{"-sample -1: must be 0 or more"}},
-		{"extra argument", nil, []string{"stats", "now"}, 2, nil, []string{`unexpected argument "now"`}},
-		{"zero timeout", nil, []string{"stats", "-timeout", "0s"}, 2, nil, []string{"-timeout 0s: must be positive"}},
+		{"extra argument", nil, []string{"check", "now"}, 2, nil, []string{`unexpected argument "now"`}},
+		{"zero timeout", nil, []string{"check", "-timeout", "0s"}, 2, nil, []string{"-timeout 0s: must be positive"}},
 		{"no owner", withKey, []string{"sessions"}, 2, nil, []string{"-owner is required"}},
 		{"end without owner", withKey, []string{"end", "-handle", "x"}, 2, nil, []string{"-owner is required"}},
 		{"no MONGODB_URI", noURI, []string{"stats"}, 2, nil, []string{"MONGODB_URI is not set"}},
-		{"bad MONGODB_URI", map[string]string{"MONGODB_URI": "http://localhost/"}, []string{"stats"}, 2, nil, []string{"MONGODB_URI:"}},
+		{"bad MONGODB_URI", map[string]string{"MONGODB_URI": "http://localhost/"}, []string{"check"}, 2, nil, []string{"MONGODB_URI:"}},
 		{"sessions without SESSION_KEY", nil, []string{"sessions", "-owner", "alice"}, 2, nil, []string{"SESSION_KEY is not set", "session.key"}},
 		{"end without SESSION_KEY", nil, []string{"end", "-owner", "alice"}, 2, nil, []string{"SESSION_KEY is not set"}},
 		{"SESSION_KEY not hex", map[string]string{"SESSION_KEY": "not-hex"}, []string{"sessions", "-owner", "alice"}, 2, nil, []string{"SESSION_KEY: not hexadecimal"}},
@@ -75,7 +76,7 @@ func TestUnreachable(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
 	env := map[string]string{"MONGODB_URI": "mongodb://admin:s3cr%40t@" + addr + "/", "SESSION_KEY": testKey}
-	for _, args := range [][]string{{"stats"}, {"sessions", "-owner", "alice"}, {"end", "-owner", "alice"}} {
+	for _, args := range [][]string{{"stats"}, {"sessions", "-owner", "alice"}, {"end", "-owner", "alice"}, {"check"}} {
 		t.Run(args[0], func(t *testing.T) {
 			t.Parallel()
 			r := runCmd(t, env, args...)
