@@ -68,9 +68,6 @@ type statsReport struct {
 	// Exact.
 	Live  int64 `json:"live"`
 	Exact bool  `json:"exact"`
-	// Other, with Exact, counts the documents without a date in
-	// expiresAt: not the store's.
-	Other int64 `json:"other,omitempty"`
 	// Expired counts the documents expired but not deleted yet.
 	Expired int64 `json:"expired"`
 	// OldestExpired is the expiresAt of the oldest of them, and Lag how
@@ -141,7 +138,6 @@ func (a *app) stats(ctx context.Context, c *conn, o statsOptions) error {
 		if err != nil {
 			return fmt.Errorf("count documents: %w", err)
 		}
-		r.Other = max(0, r.Documents-r.Live-r.Expired)
 	} else {
 		r.Documents, err = c.coll.EstimatedDocumentCount(ctx)
 		if err != nil {
@@ -329,9 +325,6 @@ func (r *statsReport) print(w io.Writer, server string) {
 	if r.OldestExpired != nil {
 		more("the oldest expired %s ago, at %s", age(time.Duration(r.LagSeconds*float64(time.Second))), r.OldestExpired.Format(time.RFC3339))
 		more("%s", r.lagVerdict())
-	}
-	if r.Other > 0 {
-		more("%s documents have no date in expiresAt: not the store's, and never deleted by it (see the README's Expiry)", count(r.Other))
 	}
 	line("expiry", "%s", modeName(r.Indexes.Mode))
 	for _, n := range r.Indexes.Notes {
