@@ -1,0 +1,418 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mongostore/mongostore"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
+)
+
+func TestStats(t *testing.T) {
+	f := newFixture(t)
+	col := map[string]string{"SESSION_COLLECTION": f.name}
+
+	r := runCmd(t, col, "stats", "-exact")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout,
+		"collection  "+testDatabase+"."+f.name+" on ",
+		"documents   7\n",
+		"live        5 (counted on the expiresAt index)",
+		"expired     2 not deleted yet (counted on the expiresAt index)",
+		"no GC sweep has deleted them",
+		"expiry      GC (a plain index on expiresAt",
+		"expiresAt_1 {expiresAt: 1}\n",
+		"as the store expects",
+		"BSON document size",
+		"of 7 documents")
+	mustMatch(t, "stdout", r.stdout,
+		`the oldest expired 2[34]h\d\dm ago`, // a day ago, give or take the test's duration
+		`p50 \d+ B, p90 \d+ B, p99 \d+ B, max \d+ B, mean \d+ B`)
+	if testServer(t).Kind == kindFerretDB1 {
+		mustContain(t, "stdout", r.stdout, "the first documents in natural order (the server has no $sample): not a random sample",
+			"owner_1 {owner: 1}\n", "owner_1 is not sparse: FerretDB v1 ignores the option")
+	} else {
+		mustContain(t, "stdout", r.stdout, "a random sample of 7 documents ($sample", "owner_1 {owner: 1}, sparse\n")
+	}
+
+	r = runCmd(t, col, "stats")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustMatch(t, "stdout", r.stdout, `documents   \d+ \(estimated, from the collection's metadata\)`, `live        about \d+ \(documents less expired`)
+	mustContain(t, "stdout", r.stdout, "expired     2 not deleted yet")
+
+	r = runCmd(t, col, "stats", "-exact", "-json", "-sample", "3")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	var rep statsReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Documents != 7 || rep.Live != 5 || rep.Expired != 2 || !rep.Exact {
+		t.Errorf("documents %d, live %d, expired %d, exact %v; want 7, 5, 2, true", rep.Documents, rep.Live, rep.Expired, rep.Exact)
+	}
+	if rep.OldestExpired == nil || rep.LagSeconds < 23*3600 || rep.LagSeconds > 25*3600 {
+		t.Errorf("oldest expired %v, %v seconds ago; want a day ago", rep.OldestExpired, rep.LagSeconds)
+	}
+	if rep.Indexes.Mode != modeGC || len(rep.Indexes.Problems) != 0 {
+		t.Errorf("mode %q, problems %q; want GC, none", rep.Indexes.Mode, rep.Indexes.Problems)
+	}
+	if rep.Sizes == nil || rep.Sizes.Count != 3 || rep.Sizes.P50 < 100 || rep.Sizes.Max < rep.Sizes.P50 {
+		t.Errorf("sizes %+v; want 3 documents of some hundred bytes", rep.Sizes)
+	}
+}
+
+// TestStatsModes checks the expiry mode stats reads from the indexes of a
+// store in each mode, and its warnings about missing indexes.
+func TestStatsModes(t *testing.T) {
+	t.Run("auto", func(t *testing.T) {
+		name, coll := testCollection(t)
+		store := newStore(t, coll, mongostore.Config{}, time.Time{})
+		login(t, store, "alice", "Firefox")
+		r := runCmd(t, map[string]string{"SESSION_COLLECTION": name}, "stats")
+		if r.code != 0 {
+			t.Fatalf("exit code %d", r.code)
+		}
+		if testServer(t).Kind == kindFerretDB1 { // no TTL indexes: the GC goroutine
+			mustContain(t, "stdout", r.stdout, "expiry      GC", "as the store expects")
+		} else {
+			mustContain(t, "stdout", r.stdout, "expiry      TTL (a TTL index on expiresAt)",
+				"expiresAt_1 is a TTL index with expireAfterSeconds 0", "expiresAt_1 {expiresAt: 1}, TTL expireAfterSeconds 0", "as the store expects")
+		}
+	})
+	t.Run("none", func(t *testing.T) {
+		name, coll := testCollection(t)
+		store := newStore(t, coll, mongostore.Config{Expiry: mongostore.ExpiryNone}, time.Time{})
+		login(t, store, "", "")
+		r := runCmd(t, map[string]string{"SESSION_COLLECTION": name}, "stats")
+		if r.code != 0 {
+			t.Fatalf("exit code %d", r.code)
+		}
+		mustContain(t, "stdout", r.stdout, "expiry      none (no index on expiresAt)",
+			"warning: no index on expiresAt: every sweep (DeleteExpired) scans the collection",
+			"warning: no owner_1 index", "counted by a collection scan")
+	})
+	t.Run("other TTL", func(t *testing.T) {
+		if testServer(t).Kind == kindFerretDB1 {
+			t.Skip("FerretDB v1 has no TTL indexes") // the CI leg on DocumentDB runs it
+		}
+		name, coll := testCollection(t)
+		ctx := context.Background()
+		_, err := coll.Indexes().CreateMany(ctx, []mongo.IndexModel{
+			{Keys: bson.D{{Key: "expiresAt", Value: 1}}, Options: options.Index().SetName("expires").SetExpireAfterSeconds(3600)},
+			{Keys: bson.D{{Key: "owner", Value: 1}}, Options: options.Index().SetName("owner_1")},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := runCmd(t, map[string]string{"SESSION_COLLECTION": name}, "stats")
+		if r.code != 0 {
+			t.Fatalf("exit code %d", r.code)
+		}
+		mustContain(t, "stdout", r.stdout, "expiry      TTL",
+			"warning: expires is a TTL index with expireAfterSeconds 3600, not 0",
+			"the index on expiresAt is called expires, not expiresAt_1",
+			"warning: owner_1 is not sparse")
+	})
+}
+
+func TestStatsMissingCollection(t *testing.T) {
+	name, coll := testCollection(t)
+	createIndexes(t, coll) // the database exists, with this collection in it
+	r := runCmd(t, map[string]string{"SESSION_COLLECTION": name + "_typo"}, "stats")
+	if r.code != 1 {
+		t.Errorf("exit code %d, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, "collection "+testDatabase+"."+name+"_typo does not exist", name, "check DB_NAME or -db")
+}
+
+func TestSessions(t *testing.T) {
+	f := newFixture(t)
+	col := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey}
+
+	r := runCmd(t, col, "sessions", "-owner", "alice")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, `2 live sessions of "alice", the latest saved first (times in UTC):`,
+		"HANDLE", "DEVICE", "CREATED", "UPDATED", "EXPIRES", "Firefox on Linux", "Safari on iPhone")
+	for _, not := range []string{"Old laptop", "Chrome on Windows"} {
+		if strings.Contains(r.stdout, not) {
+			t.Errorf("the list shows %q, not a live session of alice's", not)
+		}
+	}
+	if lines := strings.Count(r.stdout, "\n"); lines != 5 {
+		t.Errorf("%d lines, want 5 (title, blank, header, two sessions)", lines)
+	}
+	// The latest saved first: Safari's session was saved after Firefox's.
+	if strings.Index(r.stdout, "Safari") > strings.Index(r.stdout, "Firefox") {
+		t.Error("not the latest saved first")
+	}
+
+	r = runCmd(t, col, "sessions", "-owner", "alice", "-json")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	var list []ownedSession
+	if err := json.Unmarshal([]byte(r.stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 2 {
+		t.Fatalf("%d sessions, want 2", len(list))
+	}
+	for _, s := range list {
+		if s.Handle == "" || !s.ExpiresAt.After(time.Now()) || s.CreatedAt.After(s.UpdatedAt) || s.CreatedAt.Location() != time.UTC {
+			t.Errorf("session %+v: want a handle, times in UTC, a future expiry", s)
+		}
+	}
+
+	r = runCmd(t, col, "sessions", "-owner", "carol")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, `no live sessions of "carol"`, "keyed with SESSION_KEY")
+
+	// With another key, the owner digests do not match: nothing is listed.
+	other := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": strings.Repeat("01", 32)}
+	r = runCmd(t, other, "sessions", "-owner", "alice")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, `no live sessions of "alice"`)
+
+	// After a key rotation, the old key, second in SESSION_KEY, still finds them.
+	rotated := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": strings.Repeat("01", 32) + "," + testKey}
+	r = runCmd(t, rotated, "sessions", "-owner", "alice")
+	mustContain(t, "stdout", r.stdout, `2 live sessions of "alice"`)
+
+	// A block key the application does not use: its documents are refused
+	// (not encrypted), with a warning, and none is listed.
+	encrypted := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey, "SESSION_BLOCK_KEY": strings.Repeat("02", 32)}
+	r = runCmd(t, encrypted, "sessions", "-owner", "alice")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, `no live sessions of "alice"`)
+	mustContain(t, "stderr", r.stderr, "skipping an unreadable one")
+}
+
+// TestSessionsDeviceEscapes checks that a device label, which comes from a
+// User-Agent, cannot send escape sequences to the terminal.
+func TestSessionsDeviceEscapes(t *testing.T) {
+	name, coll := testCollection(t)
+	store := newStore(t, coll, mongostore.Config{Expiry: mongostore.ExpiryNone}, time.Time{})
+	login(t, store, "mallory", "\x1b]0;pwned\x07\x1b[2J")
+	r := runCmd(t, map[string]string{"SESSION_COLLECTION": name, "SESSION_KEY": testKey}, "sessions", "-owner", "mallory")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	if strings.ContainsAny(r.stdout, "\x1b\x07") {
+		t.Errorf("the output holds control characters: %q", r.stdout)
+	}
+	mustContain(t, "stdout", r.stdout, `"\x1b]0;pwned\a\x1b[2J"`)
+}
+
+func TestEnd(t *testing.T) {
+	f := newFixture(t)
+	col := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey}
+
+	r := runCmd(t, col, "end", "-owner", "alice")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	// Alice's two live sessions and her expired one, not deleted yet.
+	mustContain(t, "stdout", r.stdout, `ended every session of "alice": 3 documents deleted`)
+	for i, c := range f.alice {
+		if loads(t, f.store, c) {
+			t.Errorf("alice's session %d still loads", i)
+		}
+	}
+	if !loads(t, f.store, f.bob) {
+		t.Error("bob's session was ended too")
+	}
+	if list, err := f.store.ListSessions(context.Background(), "alice", nil); err != nil || len(list) != 0 {
+		t.Errorf("ListSessions(alice) = %d sessions, %v; want none", len(list), err)
+	}
+	n, err := f.coll.CountDocuments(context.Background(), bson.D{})
+	if err != nil || n != 4 {
+		t.Errorf("%d documents left, %v; want 4 (bob's, two without owner, one expired without owner)", n, err)
+	}
+
+	r = runCmd(t, col, "end", "-owner", "alice")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, `no session of "alice" to end: 0 documents deleted`)
+
+	// One session, by its handle.
+	list, err := f.store.ListSessions(context.Background(), "bob", nil)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("ListSessions(bob) = %d sessions, %v", len(list), err)
+	}
+	r = runCmd(t, col, "end", "-owner", "bob", "-handle", "not-a-handle")
+	if r.code != 1 {
+		t.Errorf("exit code %d for an unknown handle, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, `no live session of "bob" has the handle "not-a-handle"`, "mongostore-admin sessions -owner bob")
+	if !loads(t, f.store, f.bob) {
+		t.Error("an unknown handle ended bob's session")
+	}
+	r = runCmd(t, map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey}, "end", "-owner", "alice", "-handle", list[0].Handle)
+	if r.code != 1 {
+		t.Errorf("exit code %d for bob's handle given as alice's, want 1", r.code)
+	}
+	r = runCmd(t, col, "end", "-owner", "bob", "-handle", list[0].Handle)
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, `ended the session `+list[0].Handle+` of "bob" (Chrome on Windows, last saved `)
+	if loads(t, f.store, f.bob) {
+		t.Error("bob's session still loads")
+	}
+}
+
+// TestCheck runs check on a collection a store prepared in ExpiryAuto,
+// through a URI that sets a read preference and a write concern.
+func TestCheck(t *testing.T) {
+	name, coll := testCollection(t)
+	store := newStore(t, coll, mongostore.Config{}, time.Time{})
+	login(t, store, "alice", "Firefox")
+	login(t, store, "", "")
+	info := testServer(t)
+
+	r := runCmd(t, map[string]string{"SESSION_COLLECTION": name}, "check")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, "server        "+info.Kind, "collection    "+testDatabase+"."+name+": ",
+		"queries       how the server reads the store's queries", "  load ", "  save ", "  list ", "  sweep ",
+		"read pref     client default primary (the driver's default: the URI sets none)",
+		"the store reads from the primary whatever the client's default",
+		"write concern none in the URI", "retryWrites   on",
+		"scratch       "+testDatabase+"."+scratchPrefix)
+	switch info.Kind {
+	case kindFerretDB1:
+		mustContain(t, "stdout", r.stdout, "(claims MongoDB ",
+			"TTL indexes   no: code 238 (NotImplemented)", "collMod       a plain index to a TTL one: no: code 238 (NotImplemented)",
+			"ExpiryAuto    GC: the GC goroutine deletes expired sessions",
+			"collection scan (SQLite SCAN", "FerretDB v1 scans for every query")
+	case kindFerretDB2:
+		mustContain(t, "stdout", r.stdout, "on PostgreSQL with DocumentDB (claims MongoDB ",
+			"TTL indexes   yes", "collMod       a TTL index's expireAfterSeconds (3600 to 0): yes\n",
+			"              a plain index to a TTL one: no: code 72 (InvalidOptions)",
+			"ExpiryAuto    TTL: expiresAt_1 is already a TTL index with expireAfterSeconds 0")
+		mustMatch(t, "stdout", r.stdout, `(?m)^  load +find \{_id\} +index _id_ \(Index Scan\) +ok$`)
+	default:
+		mustContain(t, "stdout", r.stdout, "TTL indexes   yes", "ExpiryAuto    TTL: expiresAt_1 is already")
+		mustMatch(t, "stdout", r.stdout, `(?m)^  load +find \{_id\} +index _id_ .* ok$`, `(?m)^  sweep .* index expiresAt_1 .* ok$`)
+	}
+	assertNoScratch(t)
+
+	uri := strings.TrimSuffix(testURI(), "/") + "/?readPreference=secondaryPreferred&w=majority&retryWrites=false"
+	r = runCmd(t, map[string]string{"SESSION_COLLECTION": name, "MONGODB_URI": uri}, "check")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, "read pref     client default secondaryPreferred (from the URI)",
+		"write concern w=majority (from the URI); the store's writes use it", "retryWrites   off (from the URI)")
+	assertNoScratch(t)
+
+	// A collection that does not exist yet.
+	r = runCmd(t, map[string]string{"SESSION_COLLECTION": name + "_new"}, "check")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, "does not exist yet", "NewStore creates owner_1 (sparse)", "queries       no plans to show")
+	assertNoScratch(t)
+}
+
+// TestCheckPredictsNewStore checks, on collections with the indexes a store
+// may meet, that what check says ExpiryAuto would do is what NewStore
+// does: the mode it picks, or its failure.
+func TestCheckPredictsNewStore(t *testing.T) {
+	info := testServer(t)
+	cases := []struct {
+		name    string
+		indexes []mongo.IndexModel
+		ttlOnly bool // the case needs TTL indexes
+	}{
+		{"empty", nil, false},
+		{"the store's plain index", []mongo.IndexModel{{Keys: bson.D{{Key: "expiresAt", Value: 1}}}}, false},
+		{"another plain index", []mongo.IndexModel{{Keys: bson.D{{Key: "expiresAt", Value: 1}}, Options: options.Index().SetName("exp")}}, false},
+		{"a TTL index of an hour", []mongo.IndexModel{{Keys: bson.D{{Key: "expiresAt", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(3600)}}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.ttlOnly && info.Kind == kindFerretDB1 {
+				t.Skip("FerretDB v1 has no TTL indexes") // the CI leg on DocumentDB runs it
+			}
+			name, coll := testCollection(t)
+			ctx := context.Background()
+			if tc.indexes != nil {
+				if _, err := coll.Indexes().CreateMany(ctx, tc.indexes); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := coll.Database().CreateCollection(ctx, name); err != nil {
+				t.Fatal(err)
+			}
+			r := runCmd(t, map[string]string{"SESSION_COLLECTION": name}, "check")
+			predicted := ""
+			for _, l := range strings.Split(r.stdout, "\n") {
+				if rest, ok := strings.CutPrefix(l, "ExpiryAuto    "); ok {
+					predicted = rest
+				}
+			}
+			store, err := mongostore.NewStore(ctx, coll, mongostore.Config{}, []byte(strings.Repeat("k", 32)))
+			if err == nil {
+				store.Close()
+			}
+			switch {
+			case errors.Is(err, mongostore.ErrInvalidConfig):
+				if r.code != 1 || !strings.HasPrefix(predicted, "NewStore would fail (ErrInvalidConfig)") {
+					t.Errorf("NewStore failed (%v); check exited %d and predicted %q", err, r.code, predicted)
+				}
+				return
+			case err != nil:
+				t.Fatal(err)
+			}
+			if r.code != 0 {
+				t.Errorf("check exited %d; NewStore succeeded", r.code)
+			}
+			indexes, err := listIndexes(ctx, coll)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mode := analyzeIndexes(indexes, info.Kind).Mode
+			if !strings.HasPrefix(predicted, mode+":") {
+				t.Errorf("NewStore left the indexes of mode %s, %v; check predicted %q", mode, indexes, predicted)
+			}
+		})
+	}
+}
+
+func testURI() string { return os.Getenv("MONGODB_URI") }
+
+// assertNoScratch checks that no scratch collection of check is left.
+func assertNoScratch(t *testing.T) {
+	t.Helper()
+	names, err := testClient(t).Database(testDatabase).ListCollectionNames(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, scratchPrefix) {
+			t.Errorf("check left its scratch collection %s", n)
+		}
+	}
+}
