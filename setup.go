@@ -85,6 +85,9 @@ func (s *Store) setupExpiry(ctx context.Context, specs []bson.Raw) error {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: the server refuses TTL indexes; the GC goroutine deletes expired sessions",
 			coll, slog.Duration("interval", s.cfg.GCInterval), slog.String("error", err.Error()))
 		s.expiry = ExpiryGC
+		if specs, err = s.coll.indexSpecs(ctx); err != nil { // the attempt may have dropped the plain index
+			return err
+		}
 		return s.ensurePlainIndex(ctx, specs)
 	}
 	if err == nil {
