@@ -41,25 +41,7 @@ const testDatabase = "mongostore_oteltest"
 
 var testHashKey = bytes.Repeat([]byte{0x22}, 32)
 
-func TestMain(m *testing.M) {
-	if os.Getenv("MONGODB_URI") != "" {
-		os.Exit(m.Run())
-	}
-	uri, stop, err := testserver.Run()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "oteltest: start embedded server:", err)
-		os.Exit(1)
-	}
-	os.Setenv("MONGODB_URI", uri)
-	code := m.Run()
-	if err := stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "oteltest: stop embedded server:", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testserver.Main(m, "oteltest") }
 
 // rig is a store whose spans, metrics and logs a test reads, with the
 // driver's command spans (commandSpans) under the store's.
@@ -69,7 +51,7 @@ type rig struct {
 	spans   *tracetest.SpanRecorder
 	reader  *sdkmetric.ManualReader
 	logs    *syncBuffer
-	clock   *fakeClock
+	skew    atomic.Int64 // how far the store's clock is ahead, in nanoseconds
 	mu      sync.Mutex
 	secrets []string // what no span, metric or log may hold
 }
@@ -79,11 +61,11 @@ type rig struct {
 // appears in the spans, the metrics or the logs.
 func newRig(t *testing.T, cfg mongostore.Config) *rig {
 	t.Helper()
-	r := &rig{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader(), logs: &syncBuffer{},
-		clock: &fakeClock{now: time.Now()}}
+	r := &rig{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader(), logs: &syncBuffer{}}
 	r.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(r.spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
-	cfg.TracerProvider, cfg.MeterProvider, cfg.Now = r.tp, mp, r.clock.Now
+	cfg.TracerProvider, cfg.MeterProvider = r.tp, mp
+	cfg.Now = func() time.Time { return time.Now().Add(time.Duration(r.skew.Load())) }
 	cfg.Logger = slog.New(slog.NewJSONHandler(r.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")).SetTimeout(30 * time.Second).
 		SetMonitor(commandSpans(r.tp)))
@@ -286,24 +268,6 @@ func (r *rig) metrics(t *testing.T) (map[string]map[string]float64, map[string]s
 // opKey is the attributes of a duration point.
 func opKey(op, outcome string) string {
 	return "mongostore.operation=" + op + ",mongostore.outcome=" + outcome
-}
-
-// fakeClock is a settable clock for mongostore.Config.Now.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.
