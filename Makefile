@@ -1,10 +1,11 @@
 # Development tasks. `make test` is the one command that runs every test:
 # the library's (against an embedded FerretDB server it builds itself, or the
-# server in MONGODB_URI), the embedded server's, and the sample app's,
-# including its end-to-end test in headless Chromium.
+# server in MONGODB_URI), the embedded server's, the sample app's, including
+# its end-to-end test in headless Chromium, and the telemetry's (oteltest,
+# with the OpenTelemetry SDK the library's go.mod leaves out).
 
 GO ?= go
-MODULES := . embeddb example ginstore bench
+MODULES := . embeddb example ginstore bench oteltest
 # Extra flags for go test, e.g. TESTFLAGS=-v (CI's DocumentDB leg, to see skips).
 TESTFLAGS ?=
 # Executions per fuzz target: a count, not a duration. A duration can end in

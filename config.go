@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Config is the store's configuration; the zero value gives the defaults.
@@ -46,6 +50,19 @@ type Config struct {
 	// Logger receives the store's logs, which never hold session IDs,
 	// values or owners. Default slog.Default().
 	Logger *slog.Logger
+
+	// TracerProvider makes the store's OpenTelemetry spans, one per
+	// operation (a load, a save, a GC sweep...), each a child of the span
+	// in the context it is given (the request's). Default
+	// otel.GetTracerProvider() at NewStore: the global provider, which
+	// hands over to one the application installs later. Spans never hold
+	// session IDs, cookies, values or owners.
+	TracerProvider trace.TracerProvider
+
+	// MeterProvider makes the store's OpenTelemetry metrics
+	// (mongostore.operation.duration and others; see the README). Default
+	// otel.GetMeterProvider() at NewStore, as for TracerProvider.
+	MeterProvider metric.MeterProvider
 
 	// Now returns the current time (tests may fake it); keep servers'
 	// clocks in sync. Default time.Now.
@@ -126,6 +143,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = otel.GetMeterProvider()
 	}
 	return c, nil
 }

@@ -58,5 +58,9 @@ func (s *Store) sweepContext(ctx context.Context) (context.Context, context.Canc
 func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	ctx, cancel := s.sweepContext(ctx)
 	defer cancel()
-	return s.coll.deleteExpired(ctx, s.cfg.Now())
+	ctx, sp := s.tel.start(ctx, opGCSweep)
+	n, err := s.coll.deleteExpired(ctx, s.cfg.Now())
+	sp.count = n
+	sp.end(err)
+	return n, err
 }

@@ -147,7 +147,7 @@ func (w *sessionWriter) commit() {
 		w.committed = true
 		if write, touch := w.due(); write {
 			w.stored = nil // what is stored is about to change
-			err := w.save(w.ResponseWriter)
+			err := w.save(w.ResponseWriter, touch)
 			if err != nil && touch { // the handler changed nothing: its response stands
 				if !errors.Is(err, ErrSessionGone) {
 					w.store.cfg.Logger.LogAttrs(w.req.Context(), slog.LevelWarn, "mongostore: could not slide the session's expiry",
@@ -170,11 +170,10 @@ func (w *sessionWriter) commit() {
 	})
 }
 
-// save writes the session into rw, as Store.Save does.
-func (w *sessionWriter) save(rw http.ResponseWriter) error {
-	ctx, cancel := w.store.opContext(w.req.Context(), true)
-	defer cancel()
-	return w.store.commit(ctx, rw, w.session, w.encoded)
+// save writes the session into rw, as Store.Save does; touch says the
+// handler did not change it.
+func (w *sessionWriter) save(rw http.ResponseWriter, touch bool) error {
+	return w.store.save(w.req.Context(), opSave, rw, w.session, w.encoded, touch)
 }
 
 // finish saves what changed after the response started, when the handler
@@ -195,7 +194,7 @@ func (w *sessionWriter) finish() {
 			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path))
 		return
 	}
-	if err := w.save(discardHeaders{}); err != nil {
+	if err := w.save(discardHeaders{}, false); err != nil {
 		log.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: saving the session after the response",
 			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path), slog.String("error", err.Error()))
 	}

@@ -61,8 +61,10 @@ func (s *Store) ListSessions(ctx context.Context, owner string, current *session
 	}
 	ctx, cancel := s.opContext(ctx, false)
 	defer cancel()
+	ctx, sp := s.tel.start(ctx, opListSessions)
 	docs, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner), s.cfg.Now())
 	if err != nil {
+		sp.end(err)
 		return nil, err
 	}
 	var out []OwnedSession
@@ -72,6 +74,8 @@ func (s *Store) ListSessions(ctx context.Context, owner string, current *session
 		}
 	}
 	slices.SortFunc(out, func(a, b OwnedSession) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
+	sp.count = int64(len(out))
+	sp.end(nil)
 	return out, nil
 }
 
@@ -106,6 +110,13 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 	}
 	ctx, cancel := s.opContext(ctx, false)
 	defer cancel()
+	ctx, sp := s.tel.start(ctx, opEndSession)
+	defer func() {
+		if sp.outcome = outcomeNotEnded; ended {
+			sp.outcome = outcomeEnded
+		}
+		sp.end(err)
+	}()
 	docs, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner), s.cfg.Now())
 	if err != nil {
 		return OwnedSession{}, false, err
@@ -140,5 +151,9 @@ func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *ses
 	if current != nil {
 		except = s.states.get(current).id
 	}
-	return s.coll.deleteOthers(ctx, s.sealer.ownerDigests(owner), except)
+	ctx, sp := s.tel.start(ctx, opEndOtherSessions)
+	n, err := s.coll.deleteOthers(ctx, s.sealer.ownerDigests(owner), except)
+	sp.outcome, sp.count = outcomeEnded, n
+	sp.end(err)
+	return n, err
 }

@@ -44,6 +44,12 @@ var readmeImports = map[string]string{
 	"mongo":      "go.mongodb.org/mongo-driver/v2/mongo",
 	"options":    "go.mongodb.org/mongo-driver/v2/mongo/options",
 	"bson":       "go.mongodb.org/mongo-driver/v2/bson",
+	"event":      "go.mongodb.org/mongo-driver/v2/event",
+	"sync":       "sync",
+	"otel":       "go.opentelemetry.io/otel",
+	"attribute":  "go.opentelemetry.io/otel/attribute",
+	"codes":      "go.opentelemetry.io/otel/codes",
+	"trace":      "go.opentelemetry.io/otel/trace",
 }
 
 // TestReadmeCodeCompiles builds every Go block of README.md as its own

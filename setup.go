@@ -31,7 +31,8 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 		return nil, err
 	}
 	s := &Store{Options: defaultOptions(), coll: newCollection(coll), cookies: newCookieCodec(pairs), sealer: newSealer(pairs),
-		cfg: cfg, states: newSessionTable(), expiry: cfg.Expiry, stop: func() {}}
+		cfg: cfg, states: newSessionTable(), expiry: cfg.Expiry, tel: newTelemetry(cfg.TracerProvider, cfg.MeterProvider),
+		stop: func() {}}
 	setupCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	if err := s.setupIndexes(setupCtx); err != nil {

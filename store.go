@@ -32,6 +32,7 @@ type Store struct {
 	states  *sessionTable
 	saving  idLocks    // FerretDB v1: one save of a session at a time
 	expiry  ExpiryMode // in effect: ExpiryAuto resolved
+	tel     *telemetry
 
 	stop       context.CancelFunc // stops the background work
 	background sync.WaitGroup
@@ -62,20 +63,25 @@ func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
 	session := sessions.NewSession(s, name)
 	session.Options = s.newOptions()
 	session.IsNew = true
+	ctx, sp := s.tel.start(r.Context(), opLoad)
+	sp.outcome = outcomeNew
 	ids, reusable, err := s.cookies.sessionIDs(r, name)
-	if len(ids) == 0 {
-		return session, err
+	if len(ids) > 0 {
+		ctx, cancel := s.opContext(ctx, false)
+		err = s.load(ctx, session, ids, reusable, &sp)
+		cancel()
 	}
-	ctx, cancel := s.opContext(r.Context(), false)
-	defer cancel()
-	return session, s.load(ctx, session, ids, reusable)
+	sp.end(err)
+	return session, err
 }
 
 // load reads into session the first live document of ids, the request's
 // cookies' session IDs in order (a dead cookie tossed in ahead must not hide
 // the live one). The others never give the session their ID, and ending the
-// session ends them too, even after a database error.
-func (s *Store) load(ctx context.Context, session *sessions.Session, ids, reusable []string) error {
+// session ends them too, even after a database error. sp learns the
+// outcome.
+func (s *Store) load(ctx context.Context, session *sessions.Session, ids, reusable []string, sp *span) error {
+	sp.outcome = outcomeExpired
 	st := sessionState{}
 	for _, id := range ids {
 		st.others = append(st.others, docID(id))
@@ -97,6 +103,7 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, ids, reusab
 		}
 		session.ID, session.Values, session.IsNew = id, values, false
 		session.Options.MaxAge = d.maxAge // the session's own lifetime ("remember me")
+		sp.outcome, sp.size = outcomeLoaded, len(encoded)
 		st = stored(&d, encoded, session, reusable[i], slices.Delete(st.others, i, i+1))
 		return nil
 	}
@@ -139,19 +146,31 @@ func (s *Store) live(d *document, now time.Time) bool {
 // by the request's context. Options that browsers would refuse for a
 // __Host- or __Secure- cookie give ErrInvalidConfig.
 func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
-	ctx, cancel := s.opContext(r.Context(), true)
+	return s.save(r.Context(), opSave, w, session, nil, false)
+}
+
+// save commits session as operation op, bounded by Config.Timeout and not
+// by ctx's cancellation; touch says it is the middleware's save of an
+// unchanged session.
+func (s *Store) save(ctx context.Context, op operation, w http.ResponseWriter, session *sessions.Session, encoded []byte, touch bool) error {
+	ctx, cancel := s.opContext(ctx, true)
 	defer cancel()
-	return s.commit(ctx, w, session, nil)
+	ctx, sp := s.tel.start(ctx, op)
+	sp.touch = touch
+	err := s.commit(ctx, w, session, encoded, &sp)
+	sp.end(err)
+	return err
 }
 
 // commit ends, inserts, regenerates or updates session; encoded, if not
-// nil, is its values encoded.
-func (s *Store) commit(ctx context.Context, w http.ResponseWriter, session *sessions.Session, encoded []byte) error {
+// nil, is its values encoded. sp learns the outcome.
+func (s *Store) commit(ctx context.Context, w http.ResponseWriter, session *sessions.Session, encoded []byte, sp *span) error {
 	if session.Options == nil {
 		session.Options = s.newOptions()
 	}
 	st := s.states.get(session)
 	if session.Options.MaxAge < 0 {
+		sp.outcome = outcomeEnded
 		return s.end(ctx, w, session, st) // whatever the cookie's options: deleting needs none
 	}
 	if err := checkCookiePrefix(session.Name(), session.Options); err != nil {
@@ -161,7 +180,9 @@ func (s *Store) commit(ctx context.Context, w http.ResponseWriter, session *sess
 	if err != nil {
 		return err
 	}
+	sp.size = len(data)
 	if st.id == "" {
+		sp.outcome = outcomeInserted
 		now := s.cfg.Now()
 		return s.insert(ctx, w, session, st, data, now, now)
 	}
@@ -178,9 +199,11 @@ func (s *Store) commit(ctx context.Context, w http.ResponseWriter, session *sess
 	now := s.cfg.Now()
 	switch {
 	case session.ID == "" || docID(session.ID) != st.id:
-		return s.regenerate(ctx, w, session, st, data, now)
+		sp.outcome = outcomeRegenerated
+		return s.regenerate(ctx, w, session, st, data, now, sp)
 	}
-	return s.update(ctx, w, session, st, data, now)
+	sp.outcome = outcomeUpdated
+	return s.update(ctx, w, session, st, data, now, sp)
 }
 
 // encode encodes values, unless encoded holds them, and enforces
@@ -221,10 +244,12 @@ func stored(d *document, data []byte, session *sessions.Session, cookie string, 
 // revision st holds. If another save changed it meanwhile, this request's
 // changes are applied over that one's (see merge.go) and written again, up
 // to maxSaveAttempts writes; a session that ended meanwhile stays ended.
-func (s *Store) update(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState, data []byte, now time.Time) error {
+// sp learns the extra writes and the size written.
+func (s *Store) update(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState, data []byte, now time.Time, sp *span) error {
 	var mine *changes // this request's changes, once a conflict needs them
 	ownOptions := *session.Options != st.options
 	for attempt := 1; ; attempt++ {
+		sp.retries, sp.size = attempt-1, len(data)
 		d := s.newDocument(session, st.id, st.rev+1, data, st.createdAt, now)
 		if !d.expiresAt.After(now) {
 			return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
@@ -345,8 +370,9 @@ func (s *Store) insert(ctx context.Context, w http.ResponseWriter, session *sess
 // regenerate moves session from st.id to a fresh ID, keeping its values
 // and creation time. The new document goes in first and the old one out
 // after, so that ending the owner's sessions meanwhile ends the new one
-// too; if the old one had ended, the new one is deleted.
-func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState, data []byte, now time.Time) error {
+// too; if the old one had ended, the new one is deleted. sp learns of a
+// merge.
+func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState, data []byte, now time.Time, sp *span) error {
 	id := newSessionID()
 	d := s.newDocument(session, docID(id), 1, data, st.createdAt, now)
 	if !d.expiresAt.After(now) {
@@ -374,11 +400,12 @@ func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *
 	}
 	// Another save changed the old document since it was loaded: apply
 	// this request's changes over it, in the new document.
+	sp.merged = true
 	mine := diff(s.baseValues(st), session.Values)
 	if data, err = s.merge(session, before, &mine, *session.Options != st.options); err != nil {
 		return err
 	}
-	return s.update(ctx, w, session, moved, data, now)
+	return s.update(ctx, w, session, moved, data, now, sp)
 }
 
 // sent records st, the state of session as written, and sets its cookie.
@@ -431,10 +458,8 @@ func (s *Store) detach(session *sessions.Session) {
 // saves do too; after any other failure, a later save stores the session
 // under a fresh ID, never under the old one.
 func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
-	ctx, cancel := s.opContext(r.Context(), true)
-	defer cancel()
 	session.ID = ""
-	return s.commit(ctx, w, session, nil)
+	return s.save(r.Context(), opRegenerate, w, session, nil, false)
 }
 
 // Restart ends the session's stored life and empties it, so that its next
@@ -445,7 +470,10 @@ func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *se
 func (s *Store) Restart(r *http.Request, session *sessions.Session) error {
 	ctx, cancel := s.opContext(r.Context(), true)
 	defer cancel()
+	ctx, sp := s.tel.start(ctx, opEnd)
+	sp.outcome = outcomeEnded
 	err := s.deleteAll(ctx, session, s.states.get(session))
+	sp.end(err)
 	s.detach(session)
 	clear(session.Values)
 	session.IsNew = true

@@ -31,23 +31,7 @@ var testHashKey = bytes.Repeat([]byte{0x11}, 32)
 
 func TestMain(m *testing.M) {
 	gin.SetMode(gin.TestMode) // no debug banners in test output
-	if os.Getenv("MONGODB_URI") != "" {
-		os.Exit(m.Run())
-	}
-	uri, stop, err := testserver.Run()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "ginstore tests: start embedded server:", err)
-		os.Exit(1)
-	}
-	os.Setenv("MONGODB_URI", uri)
-	code := m.Run()
-	if err := stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "ginstore tests: stop embedded server:", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
+	testserver.Main(m, "ginstore tests")
 }
 
 // testClient connects to the test server, until the test ends.

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"testing"
 	"time"
 )
 
@@ -141,4 +142,28 @@ func Run() (uri string, stop func() error, err error) {
 		defer os.RemoveAll(dir)
 		return p.Stop()
 	}, nil
+}
+
+// Main runs a test binary's tests, m, for its TestMain: against the server
+// in MONGODB_URI or, when it is unset, against a server it starts with Run
+// (MONGODB_URI set for the tests) and stops after them. name begins its
+// messages. It exits with the tests' code.
+func Main(m *testing.M, name string) {
+	if os.Getenv("MONGODB_URI") != "" {
+		os.Exit(m.Run())
+	}
+	uri, stop, err := Run()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+": start embedded server:", err)
+		os.Exit(1)
+	}
+	os.Setenv("MONGODB_URI", uri)
+	code := m.Run()
+	if err := stop(); err != nil {
+		fmt.Fprintln(os.Stderr, name+": stop embedded server:", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
