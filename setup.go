@@ -86,9 +86,6 @@ func (s *Store) setupExpiry(ctx context.Context, specs []bson.Raw) error {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: the server refuses TTL indexes; the GC goroutine deletes expired sessions",
 			coll, slog.Duration("interval", s.cfg.GCInterval), slog.String("error", err.Error()))
 		s.expiry = ExpiryGC
-		if specs, err = s.coll.indexSpecs(ctx); err != nil { // the attempt may have dropped the plain index
-			return err
-		}
 		return s.ensurePlainIndex(ctx, specs)
 	}
 	if err == nil {
@@ -133,6 +130,11 @@ func (s *Store) ensureTTLIndex(ctx context.Context, specs []bson.Raw) error {
 		return err
 	}
 	if err := s.createTTLIndex(ctx); err != nil {
+		if errors.Is(err, errNoTTL) { // the GC goroutine takes over: give it its index back
+			if perr := s.coll.createExpiresAtIndex(ctx, false); perr != nil {
+				return perr
+			}
+		}
 		return err
 	}
 	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: replaced the plain index on expiresAt (from GC mode) with a TTL index",
