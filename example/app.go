@@ -169,6 +169,9 @@ func parsePages() (map[string]*template.Template, error) {
 		"datetime": func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") },
 		"human":    func(t time.Time) string { return t.Local().Format("Mon 2 Jan 2006 15:04:05 MST") },
 		"until":    func(t time.Time) string { return humanDuration(time.Until(t)) },
+		// breakAfterSlashes lets a path wrap after a slash (<wbr>) rather
+		// than inside a directory's name.
+		"breakAfterSlashes": breakAfterSlashes,
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"login", "home", "sessions"} {
@@ -179,6 +182,23 @@ func parsePages() (map[string]*template.Template, error) {
 		pages[name] = t
 	}
 	return pages, nil
+}
+
+// breakAfterSlashes returns s, HTML-escaped, with a line break opportunity
+// (<wbr>) after each slash but a path's first, so that a long path wraps
+// between the names of its directories.
+func breakAfterSlashes(s string) template.HTML {
+	var b strings.Builder
+	for i, part := range strings.Split(s, "/") {
+		if i > 0 {
+			b.WriteString("/")
+			if !strings.HasSuffix(b.String(), " /") && b.Len() > 1 {
+				b.WriteString("<wbr>")
+			}
+		}
+		b.WriteString(template.HTMLEscapeString(part))
+	}
+	return template.HTML(b.String())
 }
 
 // deriveKey derives a key for purpose from key, so that one configured

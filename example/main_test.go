@@ -285,3 +285,17 @@ func TestHumanDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestBreakAfterSlashes(t *testing.T) {
+	for in, want := range map[string]string{
+		"MongoDB at 127.0.0.1:27017":           "MongoDB at 127.0.0.1:27017",
+		"embedded FerretDB (SQLite) in /a/b/c": "embedded FerretDB (SQLite) in /a/<wbr>b/<wbr>c",
+		"/srv/data/":                           "/srv/<wbr>data/<wbr>",
+		"relative/dir <x>&":                    "relative/<wbr>dir &lt;x&gt;&amp;",
+		"":                                     "",
+	} {
+		if got := string(breakAfterSlashes(in)); got != want {
+			t.Errorf("breakAfterSlashes(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
