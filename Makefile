@@ -26,7 +26,7 @@ test: browser vet
 	for m in $(MODULES); do \
 		case $$m in \
 		.) what="the library's tests"; t="~3 min";; \
-		embeddb) what="the embedded server's tests"; t="~1 min";; \
+		embeddb) what="the embedded server's tests"; t="~30 s";; \
 		example) what="the sample app's tests, with headless Chromium"; t="~2 min";; \
 		ginstore) what="the gin adapter's tests"; t="~30 s";; \
 		bench) what="the benchmarks' tests"; t="~1 min";; \
