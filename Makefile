@@ -16,10 +16,27 @@ FUZZ_TARGETS := FuzzDecodeCookie FuzzDecodeDocument FuzzCompactCodec FuzzGobFall
 
 .PHONY: test test-docdb vet fmt-check fuzz bench run browser
 
+# Each stage says what it does and how long it takes (the times of a 2-core
+# machine with a warm build cache), and then how long it took. The first run
+# compiles FerretDB, the driver and the race-instrumented packages: vet and
+# the first test stages take minutes more then.
 test: browser vet
-	@for m in $(MODULES); do \
-		echo "== go test -race ./... in $$m"; \
+	@if [ -n "$$MONGODB_URI" ]; then server="the server in MONGODB_URI"; \
+	else server="an embedded FerretDB v1 server (built by the tests)"; fi; \
+	for m in $(MODULES); do \
+		case $$m in \
+		.) what="the library's tests"; t="~3 min";; \
+		embeddb) what="the embedded server's tests"; t="~30 s";; \
+		example) what="the sample app's tests, with headless Chromium"; t="~2 min";; \
+		ginstore) what="the gin adapter's tests"; t="~30 s";; \
+		bench) what="the benchmarks' tests"; t="~1 min";; \
+		oteltest) what="the telemetry's tests (spans and metrics, with the OpenTelemetry SDK)"; t="~1 min";; \
+		*) what="tests"; t="";; \
+		esac; \
+		start=$$(date +%s); \
+		echo "== go test -race ./... in $$m: $$what, against $$server ($$t)"; \
 		(cd $$m && $(GO) test -race -count=1 $(TESTFLAGS) ./...) || exit 1; \
+		echo "== $$m: took $$(($$(date +%s) - start)) s"; \
 	done
 
 # The same tests against FerretDB v2 + PostgreSQL/DocumentDB, a server with
@@ -28,7 +45,10 @@ test-docdb:
 	MONGODB_URI="$$(../shared/docdb/docdb.sh start | tail -n 1)" $(MAKE) test
 
 vet:
-	@for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
+	@echo "== go vet ./... in $(MODULES) (~30 s; the first time 3 to 5 min: it compiles FerretDB and the driver)"; \
+	start=$$(date +%s); \
+	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done; \
+	echo "== vet: took $$(($$(date +%s) - start)) s"
 
 fmt-check:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -60,7 +80,9 @@ BENCH_FLAGS ?=
 bench:
 	$(GO) test -C bench -run='^$$' -bench=. -benchmem -count=1 $(BENCH_FLAGS) .
 
+# go run prints nothing while it builds: say so first.
 run:
+	@echo "== building the sample app and the embedded FerretDB: about 3 to 4 minutes the first time (2 cores), seconds after; then it prints its address"
 	cd example && $(GO) run .
 
 # The benchmarks are the nested module bench (its own go.mod, so that this

@@ -1,16 +1,33 @@
 package mongostore
 
 import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
+	"os/exec"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/mongostore/mongostore/internal/readmecheck"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // TestReadmeQuickStart checks that the README's quick start holds the code
 // of the runnable Example, so the README never shows code that does not
-// work.
+// work: every line of the Example between the quick-start markers, in
+// order, with the README's own lines between them allowed. Two
+// differences are expected: the README's run returns the errors the
+// Example (a function without an error result) passes to log.Fatal, and
+// it reads MONGODB_URI into uri first, to check that it is set.
 func TestReadmeQuickStart(t *testing.T) {
 	readme, err := os.ReadFile("README.md")
 	if err != nil {
@@ -22,8 +39,128 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 	shown := readmecheck.Between(t, string(readme), "## Quick start\n\n```go\n", "```")
 	code := readmecheck.Between(t, string(example), "\t// quick start begins\n", "\t// quick start ends")
-	if !strings.Contains(shown, code) {
-		t.Fatalf("README quick start does not contain the Example's code (example_test.go, between the quick-start markers).\nREADME:\n%s\nExample:\n%s", shown, code)
+	code = strings.NewReplacer(
+		"log.Fatal(err)", "return err",
+		`ApplyURI(os.Getenv("MONGODB_URI"))`, "ApplyURI(uri)",
+	).Replace(code)
+	lines := strings.Split(shown, "\n")
+	for _, want := range strings.Split(code, "\n") {
+		if strings.TrimSpace(want) == "" {
+			continue
+		}
+		i := slices.Index(lines, want)
+		if i < 0 {
+			t.Fatalf("README quick start lacks the Example's line %q, or has it out of order (example_test.go, between the quick-start markers; log.Fatal(err) stands for return err).\nREADME:\n%s\nExample:\n%s", want, shown, code)
+		}
+		lines = lines[i+1:]
+	}
+}
+
+// quickStartAddr finds the address the README's quick start listens on.
+var quickStartAddr = regexp.MustCompile(`http\.ListenAndServe\("([^"]+)"`)
+
+// TestReadmeQuickStartRuns builds the README's quick start and runs it as
+// a reader would. Without MONGODB_URI it stops at once and says what to
+// set. With it (the test server), it listens on its address, which is not
+// the sample app's (example/main.go's defaultAddr): the README suggests
+// running both. Two visits of one browser count 1, then 2.
+func TestReadmeQuickStartRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program with the go command; not in -short")
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := readmecheck.Between(t, string(readme), "## Quick start\n\n```go\n", "```")
+	m := quickStartAddr.FindStringSubmatch(shown)
+	if m == nil {
+		t.Fatalf("the quick start calls no http.ListenAndServe(\"…\"):\n%s", shown)
+	}
+	addr := m[1]
+	app, err := os.ReadFile("example/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := regexp.MustCompile(`defaultAddr\s*=\s*"([^"]+)"`).FindSubmatch(app); d == nil {
+		t.Error("example/main.go has no defaultAddr")
+	} else if string(d[1]) == addr {
+		t.Errorf("the quick start listens on %s, the sample app's default address: run together, the second fails", addr)
+	}
+	if !strings.Contains(string(readme), "open <http://"+addr+">") {
+		t.Errorf("the README does not say to open http://%s", addr)
+	}
+
+	bin := readmecheck.Build(t, shown, nil)
+	env := func(uri string) []string {
+		var env []string
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "MONGODB_URI=") {
+				env = append(env, kv)
+			}
+		}
+		return append(env, "MONGODB_URI="+uri)
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = env("")
+	out, err := cmd.CombinedOutput()
+	if err == nil || ctx.Err() != nil {
+		t.Errorf("without MONGODB_URI the quick start did not stop with an error (%v):\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "MONGODB_URI is not set") {
+		t.Errorf("without MONGODB_URI the quick start does not say to set it:\n%s", out)
+	}
+
+	// The quick start's address is fixed: the rest cannot run if it is
+	// taken. (Not a skip: CI's DocumentDB leg allows none.)
+	if ln, err := net.Listen("tcp", addr); err != nil {
+		t.Logf("NOT RUN: the quick start against the server: %s is taken (%v)", addr, err)
+		return
+	} else {
+		ln.Close()
+	}
+	output := &lockedBuffer{}
+	cmd = exec.Command(bin)
+	cmd.Env = env(os.Getenv("MONGODB_URI"))
+	cmd.Stdout, cmd.Stderr = output, output
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")))
+		if err == nil {
+			_ = client.Database("myapp").Collection("sessions").Drop(context.Background())
+			_ = client.Disconnect(context.Background())
+		}
+	})
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	visit := func() (string, error) {
+		resp, err := browser.Get("http://" + addr + "/")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return strings.TrimSpace(string(body)), err
+	}
+	var first string
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if first, err = visit(); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("the quick start does not answer on %s: %v\n%s", addr, err, output.String())
+	}
+	second, err := visit()
+	if first != "visit number 1" || second != "visit number 2" || err != nil {
+		t.Errorf("two visits: %q, %q (%v), want visit number 1, then 2", first, second, err)
 	}
 }
 
@@ -63,4 +200,23 @@ func TestReadmeCodeCompiles(t *testing.T) {
 		t.Fatalf("found %d Go blocks in README.md, want the quick start and more", len(blocks))
 	}
 	readmecheck.Compile(t, blocks, readmeImports)
+}
+
+// lockedBuffer is a buffer that a child process's output goes to while
+// the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -65,6 +65,8 @@ type appOptions struct {
 	// Expiry is how expired sessions are deleted (ExpiryTTL or ExpiryGC:
 	// what the store chose), for the home page.
 	Expiry mongostore.ExpiryMode
+	// Metrics, if not nil, serves GET /metrics.
+	Metrics http.Handler
 	// Absolute is the store's Config.AbsoluteTimeout, which must be set
 	// (not zero), for the home page: how long a session lives from its
 	// creation at most; negative for no limit.
@@ -96,6 +98,7 @@ type app struct {
 //	POST /sessions/end         ends the user's session named by the form field handle; 303 to /sessions
 //	POST /sessions/end-others  ends all the user's sessions but this one; 303 to /sessions
 //	GET  /healthz              200 when the database answers a ping, 503 otherwise
+//	GET  /metrics              the metrics, in the Prometheus text format (if opts.Metrics)
 //	GET  /static/style.css
 //
 // Cross-origin POSTs are refused with 403 (http.CrossOriginProtection), and
@@ -152,6 +155,9 @@ func newApp(opts appOptions) (http.Handler, error) {
 	mux.Handle("POST /sessions/end", withSession(http.HandlerFunc(a.endSession)))
 	mux.Handle("POST /sessions/end-others", withSession(http.HandlerFunc(a.endOtherSessions)))
 	mux.HandleFunc("GET /healthz", a.healthz)
+	if opts.Metrics != nil {
+		mux.Handle("GET /metrics", opts.Metrics)
+	}
 	mux.HandleFunc("GET /static/style.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", cssCacheAge))
 		http.ServeFileFS(w, r, staticFS, "static/style.css")
@@ -169,6 +175,9 @@ func parsePages() (map[string]*template.Template, error) {
 		"datetime": func(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z07:00") },
 		"human":    func(t time.Time) string { return t.Local().Format("Mon 2 Jan 2006 15:04:05 MST") },
 		"until":    func(t time.Time) string { return humanDuration(time.Until(t)) },
+		// breakAfterSlashes lets a path wrap after a slash (<wbr>) rather
+		// than inside a directory's name.
+		"breakAfterSlashes": breakAfterSlashes,
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"login", "home", "sessions"} {
@@ -179,6 +188,23 @@ func parsePages() (map[string]*template.Template, error) {
 		pages[name] = t
 	}
 	return pages, nil
+}
+
+// breakAfterSlashes returns s, HTML-escaped, with a line break opportunity
+// (<wbr>) after each slash but a path's first, so that a long path wraps
+// between the names of its directories.
+func breakAfterSlashes(s string) template.HTML {
+	var b strings.Builder
+	for i, part := range strings.Split(s, "/") {
+		if i > 0 {
+			b.WriteString("/")
+			if !strings.HasSuffix(b.String(), " /") && b.Len() > 1 {
+				b.WriteString("<wbr>")
+			}
+		}
+		b.WriteString(template.HTMLEscapeString(part))
+	}
+	return template.HTML(b.String())
 }
 
 // deriveKey derives a key for purpose from key, so that one configured

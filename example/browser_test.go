@@ -4,15 +4,23 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/mongostore/mongostore"
 )
 
 // chromiumPath returns the browser to drive: CHROMIUM_PATH, or Debian's
@@ -159,23 +167,50 @@ func (b *tab) clickAndLoad(sel string) {
 	}
 }
 
-// screenshot takes a screenshot of the page into the test's temporary
-// directory, and into SCREENSHOT_DIR if set.
+// screenshot takes a screenshot of the whole page into the test's folder
+// of screenshotDir, where it stays after the test to be looked at.
 func (b *tab) screenshot(name string) {
 	b.t.Helper()
 	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		b.t.Fatalf("screenshot: %v", err)
 	}
-	file := filepath.Join(b.t.TempDir(), name)
+	file := filepath.Join(screenshotDir(b.t), name)
 	if err := os.WriteFile(file, png, 0o644); err != nil {
 		b.t.Fatal(err)
 	}
-	if dir := os.Getenv("SCREENSHOT_DIR"); dir != "" { // to look at them
-		_ = os.WriteFile(filepath.Join(dir, name), png, 0o644)
-	}
 	b.t.Logf("screenshot %s: %d bytes", file, len(png))
 }
+
+// screenshotDir returns the folder of test t's screenshots: one named
+// after the test in SCREENSHOT_DIR or, when that is unset, in
+// mongostore-example-screenshots in the system's temporary directory. The
+// first call of a test run empties it, so it holds this run's only.
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	root := cmp.Or(os.Getenv("SCREENSHOT_DIR"), filepath.Join(os.TempDir(), "mongostore-example-screenshots"))
+	dir := filepath.Join(root, notFileChars.ReplaceAllString(t.Name(), "-"))
+	screenshotDirs.Lock()
+	defer screenshotDirs.Unlock()
+	if !screenshotDirs.made[dir] {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		screenshotDirs.made[dir] = true
+	}
+	return dir
+}
+
+var (
+	notFileChars   = regexp.MustCompile(`[^A-Za-z0-9_.-]+`)
+	screenshotDirs = struct {
+		sync.Mutex
+		made map[string]bool
+	}{made: map[string]bool{}}
+)
 
 // login logs in at base as user, as a person would: typing in the form and
 // clicking its button. It checks that the home page follows.
@@ -330,16 +365,37 @@ func TestBrowserSessions(t *testing.T) {
 	}
 }
 
-// layout is how a page lays out its lists of facts (dl.facts), as
-// measured in the browser.
+// screens are the window sizes the layout tests use: a phone's (labels
+// above their values) and a desktop's (labels beside them).
+var screens = []struct {
+	name          string
+	width, height int64
+	mobile        bool // emulate a phone: the viewport meta tag counts, touch
+	stacked       bool // labels (dt) above their values (dd)
+}{
+	{"phone", 390, 844, true, true},
+	{"desktop", 1280, 800, false, false},
+}
+
+// layout is how a page is laid out, as measured in the browser by
+// measureLayout.
 type layout struct {
-	// Overflow says the page is wider than the window: it scrolls
-	// sideways.
-	Overflow bool `json:"overflow"`
-	// Wrapped are the times that break across lines.
+	// ScrollWidth is the page's width, InnerWidth the window's: the page
+	// scrolls sideways when the first is larger.
+	ScrollWidth int `json:"scrollWidth"`
+	InnerWidth  int `json:"innerWidth"`
+	// Wrapped are the times (<time>) that take more than one line.
 	Wrapped []string `json:"wrapped"`
-	// Clipped are the values whose text is wider than their box.
-	Clipped []string `json:"clipped"`
+	// Broken are the words split across lines although they fit on one
+	// line of the page's box (main): "12:09:2" above "1 UTC", "gorouti"
+	// above "ne", in a column squeezed by its neighbour.
+	Broken []string `json:"broken"`
+	// Long are the words wider than the page's box, which may break
+	// anywhere (a 64-character user name on a phone).
+	Long []string `json:"long"`
+	// Outside are the words whose text goes past the right edge of the
+	// page's box (main), or of the window for text outside it.
+	Outside []string `json:"outside"`
 	// Stacked counts the labels (dt) with their value (dd) below them,
 	// SideBySide those with their value on the same line, Pairs all of
 	// them.
@@ -348,19 +404,49 @@ type layout struct {
 	Pairs      int `json:"pairs"`
 }
 
-// measureLayout measures the lists of facts of the tab's page.
+// measureLayout measures the page of a tab. Every word of every text node
+// is measured with a Range: its boxes say on how many lines it lies and
+// where it ends; a canvas measures the width it would take on one line,
+// to compare with the width of the page's box.
+// (<wbr> splits a path into text nodes, so each of its parts is a word.)
 const measureLayout = `(() => {
-	const r = {overflow: document.documentElement.scrollWidth > window.innerWidth,
-		wrapped: [], clipped: [], stacked: 0, sideBySide: 0, pairs: 0};
-	for (const t of document.querySelectorAll('.facts time')) {
-		if (t.getClientRects().length > 1) r.wrapped.push(t.textContent);
+	const main = document.querySelector('main');
+	const ms = getComputedStyle(main), mr = main.getBoundingClientRect();
+	const mainRight = mr.right - parseFloat(ms.borderRightWidth) - parseFloat(ms.paddingRight);
+	const r = {scrollWidth: document.scrollingElement.scrollWidth, innerWidth: window.innerWidth,
+		wrapped: [], broken: [], long: [], outside: [], stacked: 0, sideBySide: 0, pairs: 0};
+	const lineHeight = el => {
+		const s = getComputedStyle(el), lh = parseFloat(s.lineHeight);
+		return isNaN(lh) ? 1.2 * parseFloat(s.fontSize) : lh;
+	};
+	for (const t of document.querySelectorAll('time')) {
+		if (t.getClientRects().length > 1 || t.getBoundingClientRect().height > 1.5 * lineHeight(t)) {
+			r.wrapped.push(t.textContent);
+		}
 	}
-	for (const dd of document.querySelectorAll('.facts dd')) {
-		if (dd.scrollWidth > dd.clientWidth + 1) r.clipped.push(dd.textContent);
+	const mainWidth = mainRight - mr.left - parseFloat(ms.borderLeftWidth) - parseFloat(ms.paddingLeft);
+	const canvas = document.createElement('canvas').getContext('2d');
+	const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+	for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+		const el = n.parentElement;
+		if (!el || el.closest('script, style')) continue;
+		const inMain = !!el.closest('main');
+		const right = inMain ? mainRight : window.innerWidth;
+		const room = inMain ? mainWidth : window.innerWidth;
+		canvas.font = getComputedStyle(el).font;
+		for (const m of n.data.matchAll(/\S+/g)) {
+			const range = document.createRange();
+			range.setStart(n, m.index);
+			range.setEnd(n, m.index + m[0].length);
+			const boxes = [...range.getClientRects()].filter(b => b.width > 0);
+			if (boxes.some(b => b.right > right + 1)) r.outside.push(m[0]);
+			const lines = new Set(boxes.map(b => Math.round(b.bottom))).size;
+			if (canvas.measureText(m[0]).width > room + 1) r.long.push(m[0]);
+			else if (lines > 1) r.broken.push(m[0]);
+		}
 	}
 	for (const dt of document.querySelectorAll('.facts dt')) {
-		const dd = dt.nextElementSibling;
-		const a = dt.getBoundingClientRect(), b = dd.getBoundingClientRect();
+		const a = dt.getBoundingClientRect(), b = dt.nextElementSibling.getBoundingClientRect();
 		r.pairs++;
 		if (b.top >= a.bottom - 1) r.stacked++;
 		else if (Math.abs(b.top - a.top) < 2) r.sideBySide++;
@@ -368,58 +454,163 @@ const measureLayout = `(() => {
 	return r;
 })()`
 
-// TestBrowserScreenWidths lays out the home page and the page of sessions
-// in headless Chromium on a phone's screen (390 px wide) and on a
-// desktop's (1280 px): on the phone each label is above its value, on the
-// desktop beside it; on both the page does not scroll sideways and no time
-// breaks across lines.
+// setScreen sets the tab's window to the size of a screen of screens.
+func (b *tab) setScreen(i int) {
+	b.t.Helper()
+	s := screens[i]
+	var opts []chromedp.EmulateViewportOption
+	if s.mobile {
+		opts = append(opts, chromedp.EmulateMobile, chromedp.EmulateTouch)
+	}
+	b.do("set the window to a "+s.name+"'s", chromedp.EmulateViewport(s.width, s.height, opts...))
+}
+
+// checkLayout measures the layout of the tab's page, on screen i of
+// screens, takes its screenshot (name-WIDTH.png), and checks it: the page
+// does not scroll sideways, no text sticks out of the page's box, no time
+// takes two lines, no word is split across lines unless it is wider than
+// its box, and the lists of facts have their labels above their values on
+// a phone, beside them on a desktop. It returns the measures.
+func (b *tab) checkLayout(name string, i int) layout {
+	b.t.Helper()
+	s := screens[i]
+	what := fmt.Sprintf("%s on a %s (%d px)", name, s.name, s.width)
+	got, err := chromedp.Run(b.ctx, chromedp.Evaluate[layout](measureLayout))
+	if err != nil {
+		b.t.Fatalf("%s: measure the layout: %v", what, err)
+	}
+	b.screenshot(fmt.Sprintf("%s-%d.png", name, s.width))
+	b.t.Logf("%s: %+v", what, got)
+	if got.ScrollWidth > got.InnerWidth {
+		b.t.Errorf("%s: the page scrolls sideways: %d px wide in a %d px window", what, got.ScrollWidth, got.InnerWidth)
+	}
+	if len(got.Outside) > 0 {
+		b.t.Errorf("%s: text sticks out of the page: %q", what, got.Outside)
+	}
+	if len(got.Wrapped) > 0 {
+		b.t.Errorf("%s: times over more than one line: %q", what, got.Wrapped)
+	}
+	if len(got.Broken) > 0 {
+		b.t.Errorf("%s: words split across lines although they fit on one: %q", what, got.Broken)
+	}
+	switch {
+	case got.Pairs == 0:
+	case s.stacked && got.Stacked != got.Pairs:
+		b.t.Errorf("%s: %d of %d labels above their value, want all", what, got.Stacked, got.Pairs)
+	case !s.stacked && got.SideBySide != got.Pairs:
+		b.t.Errorf("%s: %d of %d labels beside their value, want all", what, got.SideBySide, got.Pairs)
+	}
+	return got
+}
+
+// TestBrowserScreenWidths lays out every page of the app in headless
+// Chromium on a phone's screen (390×844) and on a desktop's (1280×800),
+// takes a screenshot of each (see screenshotDir) and checks the layout
+// (see checkLayout): the login form, the form after a wrong password, the
+// home page and the page of sessions.
 func TestBrowserScreenWidths(t *testing.T) {
 	t.Parallel()
 	chromiumPath(t) // before starting the app: skip (or fail) early
 	app := startApp(t, nil)
 	browser := startChromium(t)
-	other, b := browser.newDeviceTab(), browser.newDeviceTab()
+	anon, other, b := browser.newDeviceTab(), browser.newDeviceTab(), browser.newDeviceTab()
 	other.login(app.url, "demo", "demo") // so that /sessions lists another session
 	b.login(app.url, "demo", "demo")
 
-	for _, screen := range []struct {
-		name          string
-		width, height int64
-		stacked       bool // labels above values
-	}{
-		{"phone", 390, 844, true},
-		{"desktop", 1280, 800, false},
-	} {
-		b.do("set the window to "+screen.name, chromedp.EmulateViewport(screen.width, screen.height))
+	for i := range screens {
+		anon.setScreen(i)
+		anon.do("open /login", chromedp.Navigate(app.url+"/login"), chromedp.WaitVisible(chromedp.CSS("#password")))
+		anon.checkLayout("login", i)
+		anon.do("fill in a wrong password",
+			chromedp.SendKeys(chromedp.CSS("#username"), "demo"),
+			chromedp.SendKeys(chromedp.CSS("#password"), "wrong"),
+		)
+		anon.clickAndLoad(`form[action="/login"] button[type=submit]`)
+		anon.do("wait for the error", chromedp.WaitVisible(chromedp.CSS(".error")))
+		anon.checkLayout("login-error", i)
+
+		b.setScreen(i)
 		for _, page := range []struct{ name, path, ready string }{
 			{"home", "/", "#current-user"},
 			{"sessions", "/sessions", "#sessions"},
 		} {
-			what := fmt.Sprintf("%s page on a %s (%d px)", page.name, screen.name, screen.width)
 			b.do("open "+page.path, chromedp.Navigate(app.url+page.path), chromedp.WaitVisible(chromedp.CSS(page.ready)))
-			got, err := chromedp.Run(b.ctx, chromedp.Evaluate[layout](measureLayout))
-			if err != nil {
-				t.Fatalf("%s: measure the layout: %v", what, err)
+			if got := b.checkLayout(page.name, i); got.Pairs == 0 {
+				t.Errorf("%s page: no labels and values found", page.name)
 			}
-			b.screenshot(fmt.Sprintf("width-%s-%d.png", page.name, screen.width))
-			t.Logf("%s: %+v", what, got)
-			if got.Overflow {
-				t.Errorf("%s: the page scrolls sideways", what)
+		}
+	}
+}
+
+// TestBrowserLongContent lays out the app's pages, rendered by the app's
+// templates with its style sheet, with the longest content they can show,
+// on both screens of screens: a user name of 64 characters, the data
+// directory of the embedded server (a long path), three sessions, flashes
+// and errors. A path breaks after a slash, where it must break; a user name
+// wider than the screen may break anywhere, but nothing sticks out.
+func TestBrowserLongContent(t *testing.T) {
+	t.Parallel()
+	chromiumPath(t)
+	pages, err := parsePages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &app{pages: pages, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	longName := strings.Repeat("long.user_name.", 5)[:maxNameLen] // no hyphen: no place to break
+	dataDir := "/home/someone/src/github.com/mongostore/mongostore/example/.data"
+	now := time.Now().Truncate(time.Second)
+	times := func(age time.Duration) mongostore.SessionTimes {
+		return mongostore.SessionTimes{CreatedAt: now.Add(-age), UpdatedAt: now.Add(-age / 2), ExpiresAt: now.Add(defaultMaxAge - age/2)}
+	}
+	mode, how := describeExpiry(mongostore.ExpiryGC)
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) {
+		a.render(w, http.StatusUnauthorized, "login", loginPage{
+			Flashes:  []string{"Your session has ended: it expired, or was signed out from another device. Please log in again."},
+			Username: longName, Error: "Wrong username or password.",
+		})
+	})
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		a.render(w, http.StatusOK, "home", homePage{
+			Flashes: []string{"Welcome, " + longName + "! You are logged in."}, Username: longName,
+			Times: times(0), AbsoluteExpiresAt: now.Add(sessionLifetime),
+			Expiry: mode, ExpiryHow: how, Server: "embedded FerretDB (SQLite) in " + dataDir,
+		})
+	})
+	mux.HandleFunc("GET /sessions", func(w http.ResponseWriter, r *http.Request) {
+		a.render(w, http.StatusOK, "sessions", sessionsPage{
+			Flashes: []string{"Signed out Firefox on Android."}, Username: longName, Others: 2,
+			Sessions: []mongostore.OwnedSession{
+				{Handle: "a", Current: true, Device: "Chrome on Linux", SessionTimes: times(time.Hour)},
+				{Handle: "b", Device: "Firefox on Android", SessionTimes: times(3 * time.Hour)},
+				{Handle: "c", Device: noDevice, SessionTimes: times(50 * time.Hour)},
+			},
+		})
+	})
+	mux.HandleFunc("GET /static/style.css", func(w http.ResponseWriter, r *http.Request) {
+		http.ServeFileFS(w, r, staticFS, "static/style.css")
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+
+	b := startChromium(t).firstTab()
+	for i := range screens {
+		b.setScreen(i)
+		for _, page := range []struct{ name, path, ready string }{
+			{"login", "/login", "#password"},
+			{"home", "/", "#current-user"},
+			{"sessions", "/sessions", "#sessions"},
+		} {
+			b.do("open "+page.path, chromedp.Navigate(srv.URL+page.path), chromedp.WaitVisible(chromedp.CSS(page.ready)))
+			got := b.checkLayout("long-"+page.name, i)
+			if page.name != "home" {
+				continue
 			}
-			if len(got.Wrapped) > 0 {
-				t.Errorf("%s: times broken across lines: %q", what, got.Wrapped)
+			if slices.ContainsFunc(got.Long, func(w string) bool { return strings.Contains(w, "/") }) {
+				t.Errorf("home page on a %s: a part of the data path is wider than its box: %q", screens[i].name, got.Long)
 			}
-			if len(got.Clipped) > 0 {
-				t.Errorf("%s: values wider than their box: %q", what, got.Clipped)
-			}
-			if got.Pairs == 0 {
-				t.Fatalf("%s: no labels and values found", what)
-			}
-			if want := got.Pairs; screen.stacked && got.Stacked != want {
-				t.Errorf("%s: %d of %d labels above their value, want all", what, got.Stacked, want)
-			}
-			if want := got.Pairs; !screen.stacked && got.SideBySide != want {
-				t.Errorf("%s: %d of %d labels beside their value, want all", what, got.SideBySide, want)
+			if got := b.text("#server"); got != "embedded FerretDB (SQLite) in "+dataDir {
+				t.Errorf("the server's line reads %q", got)
 			}
 		}
 	}

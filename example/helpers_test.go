@@ -371,13 +371,13 @@ func pageExpiry(t *testing.T, body string) time.Time {
 	return pageTime(t, body, "expires")
 }
 
-// pageText returns the text of the element with the id (one without
-// child elements, whose tag name is tag) of a page, unescaped.
+// pageText returns the text of the element with the id (one whose tag
+// name is tag, without child elements but <wbr>) of a page, unescaped.
 func pageText(t *testing.T, body, tag, id string) string {
 	t.Helper()
-	m := regexp.MustCompile(`<` + tag + ` id="` + regexp.QuoteMeta(id) + `">([^<]*)</` + tag + `>`).FindStringSubmatch(body)
+	m := regexp.MustCompile(`<` + tag + ` id="` + regexp.QuoteMeta(id) + `"[^>]*>((?:[^<]|<wbr>)*)</` + tag + `>`).FindStringSubmatch(body)
 	if m == nil {
 		t.Fatalf("no <%s id=%q> on the page:\n%s", tag, id, body)
 	}
-	return html.UnescapeString(m[1])
+	return html.UnescapeString(strings.ReplaceAll(m[1], "<wbr>", ""))
 }

@@ -25,9 +25,19 @@
 //	                 named __Host-session; set it behind HTTPS (default
 //	                 false, for plain http://127.0.0.1)
 //	DEMO_USERS       extra users, as name:password,name:password
+//	OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+//	                 either set: a span for each request (and the store's
+//	                 own) is sent there with OTLP over HTTP; the exporter
+//	                 reads the other OTEL_EXPORTER_OTLP_* variables too
+//	OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES
+//	                 the telemetry's resource (default service.name
+//	                 mongostore-example)
 //
 // The user demo with password demo always exists unless DEMO_USERS gives
 // demo another password.
+//
+// GET /metrics serves the app's metrics, the store's among them, in the
+// Prometheus text format (see startTelemetry).
 package main
 
 import (
@@ -95,6 +105,9 @@ type config struct {
 	CookieSecure bool
 	// Users are the accounts that may log in: demo and DEMO_USERS.
 	Users []credential
+	// OTLPTraces exports traces over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT or
+	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set; the exporter reads them).
+	OTLPTraces bool
 
 	// BcryptCost is the cost of the password hashes made at start. Zero
 	// means bcrypt.DefaultCost; tests lower it.
@@ -115,6 +128,8 @@ func loadConfig(getenv func(string) string) (config, error) {
 		DataDir:  cmpOr(getenv("DATA_DIR"), defaultDataDir),
 		DBName:   cmpOr(getenv("DB_NAME"), defaultDBName),
 		MaxAge:   defaultMaxAge,
+		OTLPTraces: getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" ||
+			getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "",
 	}
 
 	if s := getenv("SESSION_KEY"); s != "" {
@@ -213,6 +228,25 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		return err
 	}
 
+	// Telemetry first: the store reports into the global providers it
+	// installs, and it stops last, once the rest has ended.
+	tel, err := startTelemetry(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		if terr := tel.Shutdown(tctx); terr != nil {
+			err = errors.Join(err, fmt.Errorf("stop telemetry: %w", terr))
+		}
+	}()
+	if tel.Tracing {
+		logger.Info("telemetry: metrics at /metrics; traces sent with OTLP over HTTP to the endpoint of OTEL_EXPORTER_OTLP_*")
+	} else {
+		logger.Info("telemetry: metrics at /metrics; no traces (set OTEL_EXPORTER_OTLP_ENDPOINT to send them)")
+	}
+
 	startCtx, cancelStart := context.WithTimeout(ctx, startupTimeout)
 	defer cancelStart()
 
@@ -294,6 +328,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		Absolute:   absolute,
 		Ping:       func(ctx context.Context) error { return client.Ping(ctx, readpref.Primary()) },
 		Logger:     logger,
+		Metrics:    tel.Metrics,
 	})
 	if err != nil {
 		return err
@@ -305,7 +340,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		return fmt.Errorf("listen: %w", err)
 	}
 	httpSrv := &http.Server{
-		Handler:           handler,
+		Handler:           tel.instrument(handler, ln.Addr().String()),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,

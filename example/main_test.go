@@ -23,7 +23,7 @@ func TestLoadConfig(t *testing.T) {
 	}
 	// No SESSION_KEY: serve takes the key from DATA_DIR (loadOrCreateKey).
 	if cfg.Addr != defaultAddr || cfg.MongoURI != "" || cfg.DataDir != ".data" || cfg.DBName != "mongostore_example" ||
-		cfg.MaxAge != 24*time.Hour || cfg.SessionKey != nil || cfg.CookieSecure ||
+		cfg.MaxAge != 24*time.Hour || cfg.SessionKey != nil || cfg.CookieSecure || cfg.OTLPTraces ||
 		len(cfg.Users) != 1 || cfg.Users[0] != (credential{"demo", "demo"}) {
 		t.Errorf("defaults: %+v", cfg)
 	}
@@ -40,6 +40,11 @@ func TestLoadConfig(t *testing.T) {
 	if cfg.Addr != "127.0.0.1:0" || cfg.MongoURI != "mongodb://db:27017" || cfg.DataDir != "/var/lib/x" || cfg.DBName != "app" ||
 		!bytes.Equal(cfg.SessionKey, bytes.Repeat([]byte{0xab}, 32)) || cfg.MaxAge != 90*time.Minute || !cfg.CookieSecure {
 		t.Errorf("from the environment: %+v", cfg)
+	}
+	for name, want := range map[string]bool{"OTEL_EXPORTER_OTLP_ENDPOINT": true, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": true, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": false} {
+		if cfg, err := loadConfig(env(map[string]string{name: "http://127.0.0.1:4318"})); err != nil || cfg.OTLPTraces != want {
+			t.Errorf("%s set: OTLPTraces %v, %v; want %v", name, cfg.OTLPTraces, err, want)
+		}
 	}
 	for v, want := range map[string]bool{"1": true, "TRUE": true, "false": false, "0": false} {
 		if cfg, err := loadConfig(env(map[string]string{"COOKIE_SECURE": v})); err != nil || cfg.CookieSecure != want {
@@ -282,6 +287,20 @@ func TestHumanDuration(t *testing.T) {
 	} {
 		if got := humanDuration(tc.d); got != tc.want {
 			t.Errorf("humanDuration(%v) = %q, want %q", tc.d, got, tc.want)
+		}
+	}
+}
+
+func TestBreakAfterSlashes(t *testing.T) {
+	for in, want := range map[string]string{
+		"MongoDB at 127.0.0.1:27017":           "MongoDB at 127.0.0.1:27017",
+		"embedded FerretDB (SQLite) in /a/b/c": "embedded FerretDB (SQLite) in /a/<wbr>b/<wbr>c",
+		"/srv/data/":                           "/srv/<wbr>data/<wbr>",
+		"relative/dir <x>&":                    "relative/<wbr>dir &lt;x&gt;&amp;",
+		"":                                     "",
+	} {
+		if got := string(breakAfterSlashes(in)); got != want {
+			t.Errorf("breakAfterSlashes(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

@@ -40,7 +40,8 @@ type appProcess struct {
 var listeningRE = regexp.MustCompile(`msg="listening on (http://[^"\s]+)"`)
 
 // startAppProcess starts the app binary with env added to the test's
-// environment (less the app's own variables) and waits until it listens.
+// environment (less the app's own variables and OpenTelemetry's) and waits
+// until it listens.
 func startAppProcess(t *testing.T, env ...string) *appProcess {
 	t.Helper()
 	bin, err := appBinary()
@@ -49,8 +50,9 @@ func startAppProcess(t *testing.T, env ...string) *appProcess {
 	}
 	cmd := exec.Command(bin)
 	for _, kv := range os.Environ() {
-		switch name, _, _ := strings.Cut(kv, "="); name {
-		case "ADDR", "MONGODB_URI", "DATA_DIR", "DB_NAME", "SESSION_KEY", "SESSION_MAX_AGE", "COOKIE_SECURE", "DEMO_USERS":
+		switch name, _, _ := strings.Cut(kv, "="); {
+		case slices.Contains([]string{"ADDR", "MONGODB_URI", "DATA_DIR", "DB_NAME", "SESSION_KEY", "SESSION_MAX_AGE", "COOKIE_SECURE", "DEMO_USERS"}, name):
+		case strings.HasPrefix(name, "OTEL_"): // the telemetry's settings
 		default:
 			cmd.Env = append(cmd.Env, kv)
 		}

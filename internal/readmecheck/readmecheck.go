@@ -86,14 +86,43 @@ func File(block string, imports map[string]string) string {
 // reports each block that does not compile as an error of t.
 func Compile(t testing.TB, blocks []string, imports map[string]string) {
 	t.Helper()
+	files, pkgs, overlayFile := overlay(t, blocks, imports)
+	for i, pkg := range pkgs {
+		cmd := exec.Command("go", "build", "-overlay="+overlayFile, "-o", os.DevNull, pkg)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("README Go block %d does not compile: %v\n%s\n--- as compiled:\n%s", i+1, err, out, files[i])
+		}
+	}
+}
+
+// Build builds block, made a file by File, as a program of the module in
+// the current directory, and returns the path of the executable, in a
+// temporary directory of t. It fails t when the block does not compile.
+func Build(t testing.TB, block string, imports map[string]string) string {
+	t.Helper()
+	files, pkgs, overlayFile := overlay(t, []string{block}, imports)
+	bin := filepath.Join(t.TempDir(), "readme-program")
+	cmd := exec.Command("go", "build", "-overlay="+overlayFile, "-o", bin, pkgs[0])
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("README Go block does not compile: %v\n%s\n--- as compiled:\n%s", err, out, files[0])
+	}
+	return bin
+}
+
+// overlay writes the files of blocks (see File) to a temporary directory
+// of t and returns them, the packages they stand for in the module in the
+// current directory (./internal/readmecheck/blockN, which exist only in
+// the overlay), and the overlay file for go build -overlay.
+func overlay(t testing.TB, blocks []string, imports map[string]string) (files, pkgs []string, overlayFile string) {
+	t.Helper()
 	root, err := os.Getwd()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	overlay := map[string]string{}
-	files := make([]string, len(blocks))
-	pkgs := make([]string, len(blocks))
+	replace := map[string]string{}
+	files = make([]string, len(blocks))
+	pkgs = make([]string, len(blocks))
 	for i, block := range blocks {
 		files[i] = File(block, imports)
 		real := filepath.Join(dir, fmt.Sprintf("block%d.go", i+1))
@@ -101,20 +130,15 @@ func Compile(t testing.TB, blocks []string, imports map[string]string) {
 			t.Fatal(err)
 		}
 		pkgs[i] = fmt.Sprintf("./internal/readmecheck/block%d", i+1)
-		overlay[filepath.Join(root, pkgs[i], "main.go")] = real
+		replace[filepath.Join(root, pkgs[i], "main.go")] = real
 	}
-	overlayJSON, err := json.Marshal(map[string]any{"Replace": overlay})
+	overlayJSON, err := json.Marshal(map[string]any{"Replace": replace})
 	if err != nil {
 		t.Fatal(err)
 	}
-	overlayFile := filepath.Join(dir, "overlay.json")
+	overlayFile = filepath.Join(dir, "overlay.json")
 	if err := os.WriteFile(overlayFile, overlayJSON, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	for i, pkg := range pkgs {
-		cmd := exec.Command("go", "build", "-overlay="+overlayFile, "-o", os.DevNull, pkg)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("README Go block %d does not compile: %v\n%s\n--- as compiled:\n%s", i+1, err, out, files[i])
-		}
-	}
+	return files, pkgs, overlayFile
 }
