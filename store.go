@@ -272,11 +272,11 @@ func (s *Store) update(ctx context.Context, w http.ResponseWriter, session *sess
 			c := diff(s.baseValues(st), session.Values)
 			mine = &c
 		}
-		if data, err = s.merge(session, theirs, mine, ownOptions); err != nil {
+		od, merged, err := s.merge(session, theirs, mine, ownOptions)
+		if err != nil {
 			return err
 		}
-		od, _ := parseDocument(theirs) // merge opened it
-		st.createdAt = od.createdAt
+		data, st.createdAt = merged, od.createdAt
 		if s.coll.exactID() { // this save wrote over theirs: the stored document is d
 			st.rev, st.mac, st.owned = max(od.rev, d.rev), d.mac, d.owner != ""
 		} else {
@@ -340,20 +340,21 @@ func (s *Store) baseValues(st sessionState) map[any]any {
 }
 
 // merge makes session's values mine applied over those of theirs, the
-// document another save wrote, and returns them encoded. Unless this
-// request changed the session's options (ownOptions), the MaxAge of theirs
-// applies.
-func (s *Store) merge(session *sessions.Session, theirs bson.Raw, mine *changes, ownOptions bool) ([]byte, error) {
+// document another save wrote, and returns that document and the values
+// encoded. Unless this request changed the session's options
+// (ownOptions), the MaxAge of theirs applies.
+func (s *Store) merge(session *sessions.Session, theirs bson.Raw, mine *changes, ownOptions bool) (document, []byte, error) {
 	od, _, values, err := s.open(theirs)
 	if err != nil {
-		return nil, err
+		return od, nil, err
 	}
 	mine.apply(values)
 	if !ownOptions {
 		session.Options.MaxAge = od.maxAge
 	}
 	session.Values = values
-	return s.encode(values, nil)
+	data, err := s.encode(values, nil)
+	return od, data, err
 }
 
 // insert stores session as a new document under a fresh ID.
@@ -402,7 +403,7 @@ func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, session *
 	// this request's changes over it, in the new document.
 	sp.merged = true
 	mine := diff(s.baseValues(st), session.Values)
-	if data, err = s.merge(session, before, &mine, *session.Options != st.options); err != nil {
+	if _, data, err = s.merge(session, before, &mine, *session.Options != st.options); err != nil {
 		return err
 	}
 	return s.update(ctx, w, session, moved, data, now, sp)
