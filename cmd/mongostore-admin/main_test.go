@@ -32,25 +32,7 @@ const testDatabase = "mongostore_admin_test"
 // SESSION_KEY holds it.
 var testKey = strings.Repeat("6b", 32)
 
-func TestMain(m *testing.M) {
-	if os.Getenv("MONGODB_URI") != "" {
-		os.Exit(m.Run())
-	}
-	uri, stop, err := testserver.Run()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "mongostore-admin tests: start embedded server:", err)
-		os.Exit(1)
-	}
-	os.Setenv("MONGODB_URI", uri)
-	code := m.Run()
-	if err := stop(); err != nil {
-		fmt.Fprintln(os.Stderr, "mongostore-admin tests: stop embedded server:", err)
-		if code == 0 {
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testserver.Main(m, "mongostore-admin tests") }
 
 // result is the outcome of one run of the command.
 type result struct {
