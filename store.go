@@ -498,6 +498,10 @@ func (s *Store) MaxAge(age int) {
 	s.Options.MaxAge = age
 }
 
+// Expiry returns how this store has expired documents deleted: ExpiryAuto
+// resolved by NewStore to ExpiryTTL or ExpiryGC, as the server allows.
+func (s *Store) Expiry() ExpiryMode { return s.expiry }
+
 // Close stops the GC goroutine, if any, and waits for it. It does not
 // disconnect the client; the store keeps serving requests.
 func (s *Store) Close() error {
