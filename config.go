@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -63,6 +64,13 @@ type Config struct {
 	// (mongostore.operation.duration and others; see the README). Default
 	// otel.GetMeterProvider() at NewStore, as for TracerProvider.
 	MeterProvider metric.MeterProvider
+
+	// OnEvent, if set, is called at every transition of a session
+	// (created, regenerated, ended, expired), inside the operation that
+	// made it, after its database command: keep it quick, or hand the
+	// event to a goroutine of your own. ctx is the caller's (the
+	// request's). A panic in it is logged, not passed on.
+	OnEvent func(ctx context.Context, e Event)
 
 	// Now returns the current time (tests may fake it); keep servers'
 	// clocks in sync. Default time.Now.

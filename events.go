@@ -1,0 +1,59 @@
+package mongostore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+)
+
+// Event is one transition of a session's life, given to Config.OnEvent.
+// It never holds the session ID, the cookie or the values.
+type Event struct {
+	Kind   EventKind
+	Reason EndReason // why an EventEnded session ended; "" for other kinds
+
+	// Handle names the session's sign-in chain, as OwnedSession.Handle
+	// does: it stays the same across RegenerateID.
+	Handle string
+	// Owner and Device are as given to SetOwner; "" for none.
+	Owner, Device string
+	SessionTimes
+}
+
+// EventKind says what happened to a session.
+type EventKind string
+
+// The kinds of Event.
+const (
+	EventCreated     EventKind = "created"     // first stored
+	EventRegenerated EventKind = "regenerated" // moved to a new ID by RegenerateID
+	EventEnded       EventKind = "ended"       // ended on purpose: see Event.Reason
+	EventExpired     EventKind = "expired"     // met expired by a load, or deleted by a GC sweep
+)
+
+// EndReason says why a session ended.
+type EndReason string
+
+// The reasons of EventEnded.
+const (
+	EndLogout     EndReason = "logout"                // saved with Options.MaxAge < 0
+	EndRestart    EndReason = "restart"               // Store.Restart
+	EndByHandle   EndReason = "ended_by_handle"       // Store.EndSession
+	EndEverywhere EndReason = "signed_out_everywhere" // Store.EndOtherSessions
+	EndLimit      EndReason = "limit"                 // Config.MaxSessionsPerOwner
+)
+
+// emit gives e to the subscriber, if any, inside the caller's request. A
+// subscriber that panics is logged and the request goes on.
+func (s *Store) emit(ctx context.Context, e Event) {
+	if s.cfg.OnEvent == nil {
+		return
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: the OnEvent subscriber panicked",
+				slog.String("event", string(e.Kind)), slog.String("panic", fmt.Sprint(v)))
+		}
+	}()
+	s.cfg.OnEvent(ctx, e)
+}
