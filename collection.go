@@ -2,10 +2,12 @@ package mongostore
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,9 +23,12 @@ import (
 // _id index for it, on exactly {_id: …} on FerretDB v1, which uses an index
 // for that shape only.
 
-// formatVersion is the document format, in field v. A later format must
-// keep reading this one.
-const formatVersion = 1
+// formatVersion is the document format written, in field v. Format 2 added
+// lineage; format 1 documents are still read, and saved as format 2.
+const (
+	formatVersion = 2
+	format1       = 1
+)
 
 // Field names of a session document.
 const (
@@ -36,13 +41,18 @@ const (
 	fieldUpdatedAt = "updatedAt" // when it was last saved
 	fieldExpiresAt = "expiresAt" // when it ends; the TTL index deletes it then
 	fieldMaxAge    = "maxAge"    // the session's own Options.MaxAge, in seconds
+	fieldLineage   = "lineage"   // format 2: the _id its sign-in chain began at; absent where that is _id
 	fieldOwner     = "owner"     // a keyed digest of the owner (SetOwner); absent without one
 )
 
-// Index names, and the TTL index's expireAfterSeconds.
+// Index names, and the TTL index's expireAfterSeconds. The owner and
+// lineage indexes are partial: a document without the field has no entry,
+// and costs its saves nothing there.
 const (
 	expiresAtIndexName    = fieldExpiresAt + "_1"
-	ownerIndexName        = fieldOwner + "_1"
+	ownerIndexName        = "owner_present"
+	lineageIndexName      = "lineage_present"
+	sparseOwnerIndexName  = "owner_1" // format 1's
 	ttlExpireAfterSeconds = 0
 )
 
@@ -52,12 +62,18 @@ const sweepComment = "mongostore gc sweep"
 // document is a session document.
 type document struct {
 	id                              string
+	format                          int64 // formatVersion for every document written
+	lineage                         string
 	rev                             int64
 	createdAt, updatedAt, expiresAt time.Time // millisecond precision
 	maxAge                          int
 	data, mac                       []byte
 	owner                           string // "" for none
 }
+
+// chain returns the _id of the document its sign-in chain began at:
+// RegenerateID moves a session to a new _id and keeps its chain.
+func (d *document) chain() string { return cmp.Or(d.lineage, d.id) }
 
 var errMalformed = errors.New("malformed session document")
 
@@ -74,11 +90,11 @@ func parseDocument(raw bson.Raw) (document, error) {
 		return nil
 	}
 	version, ok := raw.Lookup(fieldVersion).AsInt64OK()
-	if ok && version != formatVersion {
+	if ok && version != format1 && version != formatVersion {
 		return d, fmt.Errorf("%w: unknown format version %d", errMalformed, version)
 	}
 	maxAge, okAge := raw.Lookup(fieldMaxAge).AsInt64OK()
-	d.maxAge = int(maxAge)
+	d.format, d.maxAge = version, int(maxAge)
 	var okID, okRev, okData, okMAC, okC, okU, okE bool
 	d.id, okID = raw.Lookup(fieldID).StringValueOK()
 	d.rev, okRev = raw.Lookup(fieldRev).AsInt64OK()
@@ -88,6 +104,9 @@ func parseDocument(raw bson.Raw) (document, error) {
 	d.updatedAt, okU = dateOK(raw.Lookup(fieldUpdatedAt))
 	d.expiresAt, okE = dateOK(raw.Lookup(fieldExpiresAt))
 	d.owner, _ = raw.Lookup(fieldOwner).StringValueOK()
+	if version == formatVersion {
+		d.lineage, _ = raw.Lookup(fieldLineage).StringValueOK()
+	}
 	return d, errors.Join(get(fieldVersion, ok), get(fieldID, okID), get(fieldRev, okRev), get(fieldData, okData),
 		get(fieldMAC, okMAC), get(fieldCreatedAt, okC), get(fieldUpdatedAt, okU), get(fieldExpiresAt, okE),
 		get(fieldMaxAge, okAge))
@@ -115,7 +134,10 @@ func (d *document) fields() bson.D {
 		{Key: fieldExpiresAt, Value: bson.NewDateTimeFromTime(d.expiresAt)},
 		{Key: fieldMaxAge, Value: int64(d.maxAge)},
 	}
-	if d.owner != "" { // no field, and no entry in the owner index, without one
+	if d.lineage != "" && d.lineage != d.id { // no field, and no index entry, for a chain's first document
+		f = append(f, bson.E{Key: fieldLineage, Value: d.lineage})
+	}
+	if d.owner != "" { // likewise without an owner
 		f = append(f, bson.E{Key: fieldOwner, Value: d.owner})
 	}
 	return f
@@ -138,26 +160,32 @@ func live(raw bson.Raw, now time.Time) bool {
 	return ok && t.After(now)
 }
 
-// isVersion reports whether raw is the document version whose MAC is mac:
-// the MAC covers every field a save writes.
-func isVersion(raw bson.Raw, mac []byte) bool {
-	m, ok := binaryOK(raw.Lookup(fieldMAC))
-	return ok && len(mac) > 0 && bytes.Equal(m, mac)
+// version is what a save expects the stored document to be: the one it
+// loaded, or last wrote.
+type version struct {
+	rev       int64
+	mac       []byte // the MAC covers every field a save writes: it names the version
+	owned     bool   // the document has an owner field
+	expiresAt time.Time
+}
+
+// versionOf returns the version of a raw document.
+func versionOf(raw bson.Raw) version {
+	v := version{}
+	v.rev, _ = raw.Lookup(fieldRev).AsInt64OK()
+	v.mac, _ = binaryOK(raw.Lookup(fieldMAC))
+	_, err := raw.LookupErr(fieldOwner)
+	v.owned = err == nil
+	v.expiresAt, _ = dateOK(raw.Lookup(fieldExpiresAt))
+	return v
+}
+
+// written returns the version d is once written.
+func (d *document) written() version {
+	return version{rev: d.rev, mac: d.mac, owned: d.owner != "", expiresAt: d.expiresAt}
 }
 
 func idFilter(id string) bson.D { return bson.D{{Key: fieldID, Value: id}} }
-
-// ownedFilter matches the sessions whose owner digest is one of owners
-// (one per key pair), expired or not: with expiresAt in the filter, or a
-// sort on it, DocumentDB reads the entry of every live session (60 ms at
-// 5,000 sessions, against 1 ms for the owner alone).
-func ownedFilter(owners []string) bson.D {
-	var owner any = owners[0]
-	if len(owners) > 1 {
-		owner = bson.D{{Key: "$in", Value: owners}}
-	}
-	return bson.D{{Key: fieldOwner, Value: owner}}
-}
 
 // collection sends the store's commands. Reads go to the primary, whatever
 // the client's default: a request reads what the last one wrote. Writes
@@ -165,6 +193,8 @@ func ownedFilter(owners []string) bson.D {
 type collection struct {
 	c      *mongo.Collection
 	server *atomic.Int32 // serverUnknown until detect succeeds
+	saving *idLocks      // FerretDB v1: one write of a document at a time in this process
+	margin time.Duration // FerretDB v1: a save this near expiry checks it in its filter
 }
 
 // What detect found.
@@ -174,8 +204,9 @@ const (
 	serverExactID // FerretDB v1: an index only for exactly {_id: …}, no atomic conditional update
 )
 
-func newCollection(c *mongo.Collection) collection {
-	return collection{c: c.Clone(options.Collection().SetReadPreference(readpref.Primary())), server: new(atomic.Int32)}
+func newCollection(c *mongo.Collection, timeout time.Duration) collection {
+	return collection{c: c.Clone(options.Collection().SetReadPreference(readpref.Primary())), server: new(atomic.Int32),
+		saving: &idLocks{}, margin: timeout}
 }
 
 // detect finds out, once, whether the server is FerretDB v1, which
@@ -227,31 +258,87 @@ func (c collection) insert(ctx context.Context, d *document) error {
 	return nil
 }
 
-// updateAt makes the document d.id d if it is still at revision rev and
-// live at now, and reports whether it did: one conditional write, served
-// from the _id index by a server with a query planner.
-func (c collection) updateAt(ctx context.Context, d *document, rev int64, hadOwner bool, now time.Time) (bool, error) {
-	filter := bson.D{{Key: fieldID, Value: d.id}, {Key: fieldRev, Value: rev},
-		{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(now)}}}}
-	res, err := c.c.UpdateOne(ctx, filter, d.update(hadOwner))
-	if err != nil {
-		return false, dbError("save session", err)
+// save makes the document d.id d if it is still live at now and at version
+// v, and returns nil. If another save changed it since, it returns that
+// save's document, and the version the next attempt builds on. A document
+// no longer live gives ErrSessionGone: it is never inserted again.
+func (c collection) save(ctx context.Context, d *document, v version, now time.Time) (bson.Raw, version, error) {
+	if err := c.detect(ctx); err != nil {
+		return nil, v, err
 	}
-	return res.MatchedCount > 0, nil
+	if c.exactID() {
+		return c.saveExactID(ctx, d, v, now)
+	}
+	filter := bson.D{{Key: fieldID, Value: d.id}, {Key: fieldRev, Value: v.rev},
+		{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(now)}}}}
+	res, err := c.c.UpdateOne(ctx, filter, d.update(v.owned))
+	if err != nil || res.MatchedCount > 0 {
+		return nil, v, dbErrorOrNil("save session", err)
+	}
+	raw, err := c.find(ctx, d.id)
+	switch {
+	case err != nil:
+		return nil, v, err
+	case raw == nil || !live(raw, now):
+		return nil, v, ErrSessionGone
+	}
+	return raw, versionOf(raw), nil
 }
 
-// replace makes the document d.id d, never inserting it, and returns it as
-// it was (whole: FerretDB v1 refuses a projection here), or nil: the
-// exact-{_id} save of FerretDB v1. With a non-zero liveAt, only a document
-// live then is changed (a scan there, for saves near expiry only).
-func (c collection) replace(ctx context.Context, d *document, hadOwner bool, liveAt time.Time) (bson.Raw, error) {
+// saveExactID is save on FerretDB v1: a write on exactly {_id} that
+// returns the document it replaced (the caller holds serialize's lock). Near its expiry (within margin) the
+// filter adds expiresAt > now, so an expired session is never extended.
+// Having written over another save's document, the next attempt builds on d.
+func (c collection) saveExactID(ctx context.Context, d *document, v version, now time.Time) (bson.Raw, version, error) {
 	filter := idFilter(d.id)
-	if !liveAt.IsZero() {
-		filter = append(filter, bson.E{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(liveAt)}}})
+	if !v.expiresAt.After(now.Add(c.margin)) {
+		filter = append(filter, bson.E{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(now)}}})
 	}
-	raw, err := c.c.FindOneAndUpdate(ctx, filter, d.update(hadOwner),
-		options.FindOneAndUpdate().SetReturnDocument(options.Before)).Raw()
-	return oneOrNone("save session", raw, err)
+	raw, err := c.c.FindOneAndUpdate(ctx, filter, d.update(v.owned), options.FindOneAndUpdate().SetReturnDocument(options.Before)).Raw()
+	before, err := oneOrNone("save session", raw, err)
+	switch {
+	case err != nil:
+		return nil, v, err
+	case before == nil:
+		return nil, v, ErrSessionGone
+	case !live(before, now): // the write reached an ended session: delete it, as the TTL monitor would
+		if _, err := c.delete(ctx, d.id); err != nil {
+			return nil, v, fmt.Errorf("%w; %w", ErrSessionGone, err)
+		}
+		return nil, v, ErrSessionGone
+	case isVersion(before, v.mac):
+		return nil, v, nil
+	}
+	next := d.written()
+	next.rev = max(next.rev, versionOf(before).rev)
+	return before, next, nil
+}
+
+// isVersion reports whether raw is the document version whose MAC is mac.
+func isVersion(raw bson.Raw, mac []byte) bool {
+	m, ok := binaryOK(raw.Lookup(fieldMAC))
+	return ok && len(mac) > 0 && bytes.Equal(m, mac)
+}
+
+func dbErrorOrNil(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return dbError(op, err)
+}
+
+// serialize waits until no other save of document id in this process is
+// under way, where the server has no atomic conditional write (FerretDB
+// v1's findAndModify reads, then writes), and returns what ends the wait
+// of the next one.
+func (c collection) serialize(ctx context.Context, id string) (unlock func(), err error) {
+	if err := c.detect(ctx); err != nil {
+		return nil, err
+	}
+	if !c.exactID() {
+		return func() {}, nil
+	}
+	return c.saving.lock(ctx, id)
 }
 
 // remove deletes the document id and returns it, or nil if there was none.
@@ -265,13 +352,48 @@ func (c collection) remove(ctx context.Context, id string) (bson.Raw, error) {
 func (c collection) delete(ctx context.Context, ids ...string) (bool, error) {
 	var deleted bool
 	for _, id := range ids {
-		res, err := c.c.DeleteOne(ctx, idFilter(id))
+		n, err := c.deleteMany(ctx, "delete session", idFilter(id), "")
 		if err != nil {
-			return deleted, dbError("delete session", err)
+			return deleted, err
 		}
-		deleted = deleted || res.DeletedCount > 0
+		deleted = deleted || n > 0
 	}
 	return deleted, nil
+}
+
+// maxEndRounds bounds how often an ending looks again for what is left.
+const maxEndRounds = 8
+
+// endChain deletes the document id and says whether it ended the chain
+// lineage (the _id its chain began at). Where id is gone, a concurrent
+// RegenerateID may have moved the session, or the server may have answered
+// nothing deleted while a concurrent update committed (DocumentDB): it
+// deletes every document of the chain, and looks again until none is left.
+func (c collection) endChain(ctx context.Context, id, lineage string) (bool, error) {
+	ended, err := c.delete(ctx, id)
+	if ended || err != nil {
+		return ended, err
+	}
+	filters := []bson.D{idFilter(lineage), {{Key: fieldLineage, Value: lineage}}}
+	for range maxEndRounds {
+		left := false
+		for _, f := range filters {
+			n, err := c.deleteMany(ctx, "end session", f, "")
+			if err != nil {
+				return ended, err
+			}
+			ended = ended || n > 0
+			raw, err := c.c.FindOne(ctx, f).Raw()
+			if raw, err = oneOrNone("end session", raw, err); err != nil {
+				return ended, err
+			}
+			left = left || raw != nil
+		}
+		if !left {
+			return ended, nil
+		}
+	}
+	return ended, dbError("end session", errors.New("the session kept being written while it was ended"))
 }
 
 // deleteMany deletes what filter matches and returns how many it deleted.
@@ -287,14 +409,50 @@ func (c collection) deleteMany(ctx context.Context, op string, filter bson.D, co
 	return res.DeletedCount, nil
 }
 
-// deleteExpired deletes every document expired at now: an index range.
+// expiredFilter matches the documents expired at now: an index range.
+func expiredFilter(now time.Time) bson.D {
+	return bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bson.NewDateTimeFromTime(now)}}}}
+}
+
+// deleteExpired deletes every document expired at now.
 func (c collection) deleteExpired(ctx context.Context, now time.Time) (int64, error) {
-	filter := bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bson.NewDateTimeFromTime(now)}}}}
-	return c.deleteMany(ctx, "delete expired sessions", filter, sweepComment)
+	return c.deleteMany(ctx, "delete expired sessions", expiredFilter(now), sweepComment)
+}
+
+// findExpired returns up to limit documents expired at now.
+func (c collection) findExpired(ctx context.Context, now time.Time, limit int) ([]bson.Raw, error) {
+	cur, err := c.c.Find(ctx, expiredFilter(now), options.Find().SetLimit(int64(limit)).SetComment(sweepComment))
+	if err != nil {
+		return nil, dbError("find expired sessions", err)
+	}
+	return all(ctx, cur, "find expired sessions", limit, func(bson.Raw) bool { return true })
+}
+
+// deleteExpiredOne deletes the document id if it is expired at now or
+// still at revision rev, and says whether it did.
+func (c collection) deleteExpiredOne(ctx context.Context, id string, rev int64, now time.Time) (bool, error) {
+	filter := bson.D{{Key: fieldID, Value: id}, {Key: "$or", Value: bson.A{expiredFilter(now), bson.D{{Key: fieldRev, Value: rev}}}}}
+	n, err := c.deleteMany(ctx, "delete expired session", filter, sweepComment)
+	return n > 0, err
 }
 
 // maxOwned bounds how many live sessions of one owner a listing keeps.
 const maxOwned = 1000
+
+// ownedFilter matches the sessions whose owner digest is one of owners
+// (one per key pair), expired or not: with expiresAt in the filter, or a
+// sort on it, DocumentDB reads the entry of every live session (60 ms at
+// 5,000 sessions, against 1 ms for the owner alone). $exists lets MongoDB
+// use the partial owner index for $in.
+func ownedFilter(owners []string) bson.D {
+	cond := bson.D{{Key: "$exists", Value: true}}
+	if len(owners) == 1 {
+		cond = append(bson.D{{Key: "$eq", Value: owners[0]}}, cond...)
+	} else {
+		cond = append(bson.D{{Key: "$in", Value: owners}}, cond...)
+	}
+	return bson.D{{Key: fieldOwner, Value: cond}}
+}
 
 // findOwned returns the sessions live at now whose owner digest is one of
 // owners, at most maxOwned, from the owner index: it reads past the expired
@@ -321,26 +479,6 @@ func all(ctx context.Context, cur *mongo.Cursor, op string, limit int, keep func
 	return docs, nil
 }
 
-// deleteOwned deletes the document id if its owner digest is owner, and
-// says whether there was one.
-func (c collection) deleteOwned(ctx context.Context, owner, id string) (bool, error) {
-	res, err := c.c.DeleteOne(ctx, bson.D{{Key: fieldID, Value: id}, {Key: fieldOwner, Value: owner}})
-	if err != nil {
-		return false, dbError("end session", err)
-	}
-	return res.DeletedCount > 0, nil
-}
-
-// deleteOthers deletes the sessions whose owner digest is one of owners but
-// the document except.
-func (c collection) deleteOthers(ctx context.Context, owners []string, except string) (int64, error) {
-	filter := bson.D{{Key: fieldOwner, Value: bson.D{{Key: "$in", Value: owners}}}}
-	if except != "" {
-		filter = append(filter, bson.E{Key: fieldID, Value: bson.D{{Key: "$ne", Value: except}}})
-	}
-	return c.deleteMany(ctx, "end sessions", filter, "")
-}
-
 // indexSpecs returns the collection's indexes (none if it does not exist).
 func (c collection) indexSpecs(ctx context.Context) ([]bson.Raw, error) {
 	cur, err := c.c.Indexes().List(ctx)
@@ -362,10 +500,16 @@ func (c collection) createExpiresAtIndex(ctx context.Context, ttl bool) error {
 	return c.createIndex(ctx, mongo.IndexModel{Keys: bson.D{{Key: fieldExpiresAt, Value: 1}}, Options: opts})
 }
 
-// createOwnerIndex creates the sparse index {owner: 1}: documents without
-// an owner have no entry.
-func (c collection) createOwnerIndex(ctx context.Context) error {
-	return c.createIndex(ctx, mongo.IndexModel{Keys: bson.D{{Key: fieldOwner, Value: 1}}, Options: options.Index().SetName(ownerIndexName).SetSparse(true)})
+// createPartialIndex creates the index called name on field, with an entry
+// for the documents that have the field only: partial, or sparse where the
+// server refuses partial indexes (FerretDB v1).
+func (c collection) createPartialIndex(ctx context.Context, name, field string) error {
+	opts := options.Index().SetName(name).SetPartialFilterExpression(bson.D{{Key: field, Value: bson.D{{Key: "$exists", Value: true}}}})
+	err := c.createIndex(ctx, mongo.IndexModel{Keys: bson.D{{Key: field, Value: 1}}, Options: opts})
+	if unsupported(err) {
+		err = c.createIndex(ctx, mongo.IndexModel{Keys: bson.D{{Key: field, Value: 1}}, Options: options.Index().SetName(name).SetSparse(true)})
+	}
+	return err
 }
 
 func (c collection) createIndex(ctx context.Context, model mongo.IndexModel) error {
@@ -413,4 +557,45 @@ func unsupported(err error) bool {
 func hasCode(err error, code int) bool {
 	var se mongo.ServerError
 	return errors.As(err, &se) && se.HasErrorCode(code)
+}
+
+// idLocks serializes the saves of one session within this process, for a
+// server without an atomic conditional update (FerretDB v1).
+type idLocks struct {
+	mu sync.Mutex
+	m  map[string]*idLock
+}
+
+type idLock struct {
+	ch   chan struct{}
+	refs int
+}
+
+// lock waits for the lock of id, or for ctx to end, and returns its unlock.
+func (l *idLocks) lock(ctx context.Context, id string) (func(), error) {
+	l.mu.Lock()
+	if l.m == nil {
+		l.m = make(map[string]*idLock)
+	}
+	e := l.m[id]
+	if e == nil {
+		e = &idLock{ch: make(chan struct{}, 1)}
+		l.m[id] = e
+	}
+	e.refs++
+	l.mu.Unlock()
+	release := func() {
+		l.mu.Lock()
+		if e.refs--; e.refs == 0 {
+			delete(l.m, id)
+		}
+		l.mu.Unlock()
+	}
+	select {
+	case e.ch <- struct{}{}:
+		return func() { <-e.ch; release() }, nil
+	case <-ctx.Done():
+		release()
+		return nil, dbError("wait for a concurrent save", ctx.Err())
+	}
 }

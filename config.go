@@ -65,6 +65,12 @@ type Config struct {
 	// otel.GetMeterProvider() at NewStore, as for TracerProvider.
 	MeterProvider metric.MeterProvider
 
+	// MaxSessionsPerOwner, if positive, is how many live sessions one
+	// owner (SetOwner) may have: when a save ties a session to its owner
+	// and the owner has more, the least recently saved others end
+	// (EndLimit). Concurrent logins leave at most this many.
+	MaxSessionsPerOwner int
+
 	// OnEvent, if set, is called at every transition of a session
 	// (created, regenerated, ended, expired), inside the operation that
 	// made it, after its database command: keep it quick, or hand the

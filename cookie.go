@@ -112,6 +112,17 @@ func setCookie(w http.ResponseWriter, name, value string, opts *sessions.Options
 	http.SetCookie(w, sessions.NewCookie(name, value, &o))
 }
 
+// checkCookieName checks that browsers would send a cookie called name
+// back: a token of RFC 6265 (no space, no separator, no control).
+func checkCookieName(name string) error {
+	if name == "" || strings.IndexFunc(name, func(r rune) bool {
+		return r <= ' ' || r >= 0x7f || strings.ContainsRune("()<>@,;:\\\"/[]?={}", r)
+	}) >= 0 {
+		return fmt.Errorf("%w: cookie name %q: browsers would not send it back (use letters, digits and !#$%%&'*+-.^_`|~)", ErrInvalidConfig, name)
+	}
+	return nil
+}
+
 // checkCookiePrefix checks opts against what browsers require of a cookie
 // whose name has a __Host- or __Secure- prefix (they drop one that does not
 // comply, losing the session).

@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"fmt"
+	"github.com/gorilla/sessions"
 	"log/slog"
 )
 
@@ -43,12 +44,15 @@ const (
 	EndLimit      EndReason = "limit"                 // Config.MaxSessionsPerOwner
 )
 
-// emit gives e to the subscriber, if any, inside the caller's request. A
-// subscriber that panics is logged and the request goes on.
-func (s *Store) emit(ctx context.Context, e Event) {
+// emit gives the subscriber, if any, the event kind (for a reason) of the
+// session st describes, inside the caller's operation. A subscriber that
+// panics is logged and the operation goes on.
+func (s *Store) emit(ctx context.Context, kind EventKind, reason EndReason, st sessionState) {
 	if s.cfg.OnEvent == nil {
 		return
 	}
+	e := Event{Kind: kind, Reason: reason, Handle: s.sealer.handle(st.lineage), Owner: st.owner, Device: st.device,
+		SessionTimes: st.times()}
 	defer func() {
 		if v := recover(); v != nil {
 			s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: the OnEvent subscriber panicked",
@@ -56,4 +60,20 @@ func (s *Store) emit(ctx context.Context, e Event) {
 		}
 	}()
 	s.cfg.OnEvent(ctx, e)
+}
+
+// expired deletes d, met expired by a load, unless saved since, and
+// reports it if it did: once, whichever request meets it first. Without a
+// subscriber, the TTL index or the GC deletes it.
+func (s *Store) expired(ctx context.Context, d *document, values map[any]any) {
+	if s.cfg.OnEvent == nil {
+		return
+	}
+	deleted, err := s.coll.deleteExpiredOne(ctx, d.id, d.rev, s.cfg.Now())
+	if err != nil {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: deleting an expired session", slog.String("error", err.Error()))
+	}
+	if deleted {
+		s.emit(ctx, EventExpired, "", stateOf(d, nil, values, &sessions.Options{}))
+	}
 }

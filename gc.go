@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"github.com/gorilla/sessions"
 	"log/slog"
 	"time"
 )
@@ -50,17 +51,54 @@ func (s *Store) sweepContext(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(ctx, max(s.cfg.Timeout, s.cfg.GCInterval))
 }
 
-// DeleteExpired deletes every expired session in one command (the server
-// checks the expiry, so a session saved meanwhile stays) and returns how
-// many: for ExpiryNone, from a cron job say. It is bounded by Timeout or
-// GCInterval, whichever is longer, and carries the comment "mongostore gc
-// sweep". Errors wrap ErrDatabase.
+// DeleteExpired deletes every expired session and returns how many: for
+// ExpiryNone, from a cron job say. Without Config.OnEvent it is one
+// command (the server checks the expiry, so a session saved meanwhile
+// stays); with it, the expired sessions are read and deleted one by one,
+// each an EventExpired. It is bounded by Timeout or GCInterval, whichever
+// is longer, and carries the comment "mongostore gc sweep". Errors wrap
+// ErrDatabase.
 func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	ctx, cancel := s.sweepContext(ctx)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opGCSweep)
-	n, err := s.coll.deleteExpired(ctx, s.cfg.Now())
+	var n int64
+	var err error
+	if s.cfg.OnEvent == nil {
+		n, err = s.coll.deleteExpired(ctx, s.cfg.Now())
+	} else {
+		n, err = s.expireEach(ctx, s.cfg.Now())
+	}
 	sp.count = n
 	sp.end(err)
 	return n, err
+}
+
+// sweepBatch is how many expired sessions expireEach reads at a time.
+const sweepBatch = 500
+
+// expireEach deletes the sessions expired at now one at a time, and
+// reports each it deleted (an unreadable one by its handle only).
+func (s *Store) expireEach(ctx context.Context, now time.Time) (int64, error) {
+	var n int64
+	for {
+		docs, err := s.coll.findExpired(ctx, now, sweepBatch)
+		if err != nil || len(docs) == 0 {
+			return n, err
+		}
+		for _, raw := range docs {
+			d, encoded, values, _ := s.open(raw)
+			deleted, err := s.coll.deleteExpiredOne(ctx, d.id, d.rev, now)
+			if err != nil {
+				return n, err
+			}
+			if deleted {
+				n++
+				s.emit(ctx, EventExpired, "", stateOf(&d, encoded, values, &sessions.Options{}))
+			}
+		}
+		if len(docs) < sweepBatch {
+			return n, nil
+		}
+	}
 }

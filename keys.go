@@ -124,9 +124,14 @@ func mac(pool *sync.Pool, d *document, sum []byte) []byte {
 		binary.BigEndian.PutUint64(b[:], v)
 		m.Write(b[:])
 	}
-	put(formatVersion)
+	put(uint64(d.format))
 	put(uint64(len(d.id)))
 	m.Write([]byte(d.id))
+	if d.format != format1 {
+		lineage := d.chain()
+		put(uint64(len(lineage)))
+		m.Write([]byte(lineage))
+	}
 	put(uint64(d.rev))
 	put(uint64(d.createdAt.UnixMilli()))
 	put(uint64(d.updatedAt.UnixMilli()))
@@ -142,14 +147,17 @@ func mac(pool *sync.Pool, d *document, sum []byte) []byte {
 func (s *sealer) seal(d *document) { d.mac = mac(s.macs[0], d, nil) }
 
 // verify reports whether d's MAC checks out with any key.
-func (s *sealer) verify(d *document) bool {
+func (s *sealer) verify(d *document) bool { return s.keyOf(d) >= 0 }
+
+// keyOf returns the index of the key pair d's MAC checks out with, or -1.
+func (s *sealer) keyOf(d *document) int {
 	var buf [sha256.Size]byte
-	for _, pool := range s.macs {
+	for i, pool := range s.macs {
 		if hmac.Equal(d.mac, mac(pool, d, buf[:0])) {
-			return true
+			return i
 		}
 	}
-	return false
+	return -1
 }
 
 // Envelopes of document data: the first byte says what follows.
@@ -208,8 +216,9 @@ func digest(key []byte, s string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
 
-// handle returns the handle of document id for ListSessions.
-func (s *sealer) handle(id string) string { return digest(s.handleKey, id) }
+// handle returns the handle of the sign-in chain that began at document
+// lineage, for ListSessions and events.
+func (s *sealer) handle(lineage string) string { return digest(s.handleKey, lineage) }
 
 // ownerDigest returns owner's digest under the current key pair.
 func (s *sealer) ownerDigest(owner string) string { return digest(s.ownerKeys[0], owner) }

@@ -30,7 +30,12 @@ import (
 // starting with # are comments.
 const format1Fixture = "testdata/format1-documents.txt"
 
-var updateFormat1 = flag.Bool("update-format1", false, "TestWriteFormat1Fixture rewrites "+format1Fixture)
+// format2Fixture holds the same sessions in format 2, the one written now
+// (format 1 with the chain's lineage in the MAC, and in a field after a
+// RegenerateID), which every later version must load too.
+const format2Fixture = "testdata/format2-documents.txt"
+
+var updateFixture = flag.Bool("update-fixture", false, "TestWriteFixture rewrites "+format2Fixture)
 
 // The sessions of the fixture were created at format1Start and are loaded
 // at format1LoadAt, when every one is live: far in the future, so that no
@@ -153,9 +158,9 @@ type format1Document struct {
 }
 
 // readFormat1Fixture reads format1Fixture.
-func readFormat1Fixture(tb testing.TB) []format1Document {
+func readFormat1Fixture(tb testing.TB, path string) []format1Document {
 	tb.Helper()
-	data, err := os.ReadFile(format1Fixture)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -181,29 +186,31 @@ func readFormat1Fixture(tb testing.TB) []format1Document {
 }
 
 // TestFormat1DocumentsLoad checks that the documents of format1Fixture,
-// written when format 1 was made, load with their values, times, MaxAge
-// and owner, and are saved again in format 1.
+// written when format 1 was made, and of format2Fixture, load with their
+// values, times, MaxAge, owner and handle, and are saved again in format 2.
 func TestFormat1DocumentsLoad(t *testing.T) {
-	docs := readFormat1Fixture(t)
-	if len(docs) != len(format1Cases) {
-		t.Fatalf("%d fixture documents, want %d", len(docs), len(format1Cases))
-	}
-	for i, doc := range docs {
-		if doc.name != format1Cases[i].name {
-			t.Fatalf("fixture document %d is %q, want %q", i, doc.name, format1Cases[i].name)
+	for path, format := range map[string]int64{format1Fixture: format1, format2Fixture: formatVersion} {
+		docs := readFormat1Fixture(t, path)
+		if len(docs) != len(format1Cases) {
+			t.Fatalf("%s: %d fixture documents, want %d", path, len(docs), len(format1Cases))
 		}
-		t.Run(doc.name, func(t *testing.T) { checkFormat1Document(t, format1Cases[i], doc) })
+		for i, doc := range docs {
+			if doc.name != format1Cases[i].name {
+				t.Fatalf("%s: fixture document %d is %q, want %q", path, i, doc.name, format1Cases[i].name)
+			}
+			t.Run(fmt.Sprint("format", format, "/", doc.name), func(t *testing.T) { checkFormat1Document(t, format1Cases[i], doc, format) })
+		}
 	}
 }
 
-// TestWriteFormat1Fixture writes the sessions of format1Cases with the
-// current code and checks them as TestFormat1DocumentsLoad does; with
-// -update-format1 it writes them to format1Fixture.
-func TestWriteFormat1Fixture(t *testing.T) {
+// TestWriteFixture writes the sessions of format1Cases with the current
+// code and checks them as TestFormat1DocumentsLoad does; with
+// -update-fixture it writes them to format2Fixture.
+func TestWriteFixture(t *testing.T) {
 	var out bytes.Buffer
-	out.WriteString(`# Session documents of format 1, the store's one format, which every later
-# version must load (TestFormat1DocumentsLoad). Written by
-#	go test -run '^TestWriteFormat1Fixture$' -update-format1 .
+	out.WriteString(`# Session documents of format 2, which every later version must load
+# (TestFormat1DocumentsLoad). Written by
+#	go test -run '^TestWriteFixture$' -update-fixture .
 # with the keys testHashKey (and testBlockKey for the encrypted ones) of
 # helpers_test.go. One line each: the case of format1Cases, the session ID
 # (its cookie is signed with the test keys), the document in hex.
@@ -220,13 +227,13 @@ func TestWriteFormat1Fixture(t *testing.T) {
 		return
 	}
 	for i, doc := range docs {
-		t.Run("check/"+doc.name, func(t *testing.T) { checkFormat1Document(t, format1Cases[i], doc) })
+		t.Run("check/"+doc.name, func(t *testing.T) { checkFormat1Document(t, format1Cases[i], doc, formatVersion) })
 	}
-	if *updateFormat1 && !t.Failed() {
-		if err := os.WriteFile(format1Fixture, out.Bytes(), 0o644); err != nil {
+	if *updateFixture && !t.Failed() {
+		if err := os.WriteFile(format2Fixture, out.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("wrote %s", format1Fixture)
+		t.Logf("wrote %s", format2Fixture)
 	}
 }
 
@@ -262,15 +269,18 @@ func writeFormat1Document(t *testing.T, c format1Case) format1Document {
 
 // checkFormat1Document checks that doc, the document of the session of c,
 // loads as c says through a store on a fresh collection, and that its next
-// save keeps it in format 1.
-func checkFormat1Document(t *testing.T, c format1Case, doc format1Document) {
+// save stores it in format 2, its handle unchanged. format is doc's.
+func checkFormat1Document(t *testing.T, c format1Case, doc format1Document, format int64) {
 	t.Helper()
 	ctx := context.Background()
 	rev := int64(len(c.saves))
 	checkRaw := func(raw bson.Raw, rev int64) {
 		t.Helper()
-		if v, ok := raw.Lookup(fieldVersion).AsInt64OK(); !ok || v != 1 {
-			t.Fatalf("version %v, want 1", raw.Lookup(fieldVersion))
+		if v, ok := raw.Lookup(fieldVersion).AsInt64OK(); !ok || v != format {
+			t.Fatalf("version %v, want %d", raw.Lookup(fieldVersion), format)
+		}
+		if _, err := raw.LookupErr(fieldLineage); err == nil {
+			t.Fatalf("a lineage field in the first document of a chain")
 		}
 		if got, ok := raw.Lookup(fieldRev).AsInt64OK(); !ok || got != rev {
 			t.Fatalf("rev %v, want %d", raw.Lookup(fieldRev), rev)
@@ -320,8 +330,8 @@ func checkFormat1Document(t *testing.T, c format1Case, doc format1Document) {
 		if err != nil || len(listed) != 1 {
 			t.Fatalf("ListSessions(%q) = %+v, %v; want the session", c.owner, listed, err)
 		}
-		if l := listed[0]; !l.Current || l.Device != c.device || l.Handle == "" || !sameTimes(l.SessionTimes, times) {
-			t.Fatalf("listed %+v; want the current session, device %q, times %+v", l, c.device, times)
+		if l := listed[0]; !l.Current || l.Device != c.device || l.Handle != f.store.sealer.handle(docID(doc.sessionID)) || !sameTimes(l.SessionTimes, times) {
+			t.Fatalf("listed %+v; want the current session, device %q, times %+v, the handle of its _id", l, c.device, times)
 		}
 	})
 
@@ -339,6 +349,7 @@ func checkFormat1Document(t *testing.T, c format1Case, doc format1Document) {
 		}
 	})
 	raw := storedDocument(t, f, doc.sessionID)
+	format = formatVersion
 	checkRaw(raw, rev+1)
 	if got := raw.Lookup(fieldCreatedAt).Time(); !got.Equal(format1Start) {
 		t.Fatalf("createdAt %v after a save, want %v", got, format1Start)

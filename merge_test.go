@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,7 +66,14 @@ func TestDiffApply(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := maps.Clone(tc.their)
-			diff(tc.base, tc.mine).apply(got)
+			store := &Store{cfg: Config{Codec: compactCodec{}}}
+			c, err := store.diff(context.Background(), tc.base, tc.mine)
+			if err == nil {
+				err = store.apply(context.Background(), &c, got)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
@@ -73,11 +81,34 @@ func TestDiffApply(t *testing.T) {
 	}
 }
 
-func TestDiffOfLongListsReplacesThem(t *testing.T) {
-	long := make([]any, maxMergedList)
-	c := diff(map[any]any{"l": []any{}}, map[any]any{"l": append(long, 1)})
-	if _, ok := c.set["l"]; !ok || len(c.lists) != 0 {
-		t.Fatalf("a list of %d items: %+v, want a whole-value change", maxMergedList+1, c)
+// TestLongListMergeIsLinear merges a 300,000-item list against 128
+// removed items (0.5 s when each item was compared with each removed one),
+// and checks that a merge runs out with its context.
+func TestLongListMergeIsLinear(t *testing.T) {
+	store := &Store{cfg: Config{Codec: compactCodec{}}}
+	theirs := make([]any, 300_000)
+	for i := range theirs {
+		theirs[i] = fmt.Sprint("item ", i)
+	}
+	base := map[any]any{"l": slices.Clone(theirs[:128])}
+	mine := map[any]any{"l": []any{"new"}}
+	ctx := context.Background()
+	c, err := store.diff(ctx, base, mine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[any]any{"l": slices.Clone(theirs)}
+	if err := store.apply(ctx, &c, values); err != nil {
+		t.Fatal(err)
+	}
+	got := values["l"].([]any)
+	if len(got) != len(theirs)-128+1 || got[0] != theirs[128] || got[len(got)-1] != "new" {
+		t.Fatalf("merged %d items, first %v, last %v", len(got), got[0], got[len(got)-1])
+	}
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := store.apply(done, &c, map[any]any{"l": slices.Clone(theirs)}); !errors.Is(err, ErrDatabase) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("a merge past its context: %v, want ErrDatabase wrapping context.Canceled", err)
 	}
 }
 

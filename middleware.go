@@ -25,9 +25,12 @@ import (
 // When a load or save fails, onError answers instead of the handler, err
 // wrapping ErrDatabase, ErrSessionGone, ErrConflict, ErrEncode or
 // ErrInvalidConfig; nil logs and answers 500, or 409 for ErrSessionGone and
-// ErrConflict. Responses vary by Cookie;
-// one that sets it is kept out of shared caches.
+// ErrConflict. Responses vary by Cookie; one that sets it is kept out of
+// shared caches. A name that browsers would not send back panics.
 func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *http.Request, err error)) func(http.Handler) http.Handler {
+	if err := checkCookieName(name); err != nil {
+		panic(err.Error()) // as http.ServeMux does for a bad pattern: a mistake in the program
+	}
 	if onError == nil {
 		onError = s.answerError
 	}

@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"log/slog"
@@ -13,6 +14,20 @@ import (
 // The owner is a session value, like gorilla's flashes: authenticated and
 // encrypted with the others. Each save copies a keyed digest of it into the
 // document's owner field, which an index covers.
+
+// Session values that tie a session to its owner (SetOwner).
+const (
+	ownerKey  = "_mongostore_owner"
+	deviceKey = "_mongostore_device"
+)
+
+// ownerOf returns the owner and device label session values hold.
+func ownerOf(values map[any]any) (owner, device string) {
+	if owner, _ = values[ownerKey].(string); owner != "" {
+		device, _ = values[deviceKey].(string)
+	}
+	return owner, device
+}
 
 // maxDeviceLength is the longest device label SetOwner keeps, in bytes.
 const maxDeviceLength = 200
@@ -62,41 +77,63 @@ func (s *Store) ListSessions(ctx context.Context, owner string, current *session
 	ctx, cancel := s.opContext(ctx, false)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opListSessions)
-	docs, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner), s.cfg.Now())
-	if err != nil {
-		sp.end(err)
-		return nil, err
+	listed, err := s.ownedSessions(ctx, owner, s.stateOf(current))
+	out := make([]OwnedSession, len(listed))
+	for i, o := range listed {
+		out[i] = o.OwnedSession
 	}
-	var out []OwnedSession
-	for _, raw := range docs {
-		if info, _, ok := s.owned(ctx, raw, owner, current); ok {
-			out = append(out, info)
-		}
-	}
-	slices.SortFunc(out, func(a, b OwnedSession) int { return b.UpdatedAt.Compare(a.UpdatedAt) })
 	sp.count = int64(len(out))
-	sp.end(nil)
-	return out, nil
+	sp.end(err)
+	return out, err
 }
 
-// owned describes raw, and returns its document, if it is a live session
-// of owner's.
-func (s *Store) owned(ctx context.Context, raw bson.Raw, owner string, current *sessions.Session) (OwnedSession, document, bool) {
-	d, _, values, err := s.open(raw)
+// ownedSession is a live session of an owner, with its chain's state.
+type ownedSession struct {
+	OwnedSession
+	st sessionState
+}
+
+// stateOf returns the state of session, which may be nil.
+func (s *Store) stateOf(session *sessions.Session) sessionState {
+	if session == nil {
+		return sessionState{}
+	}
+	return s.states.get(session)
+}
+
+// ownedSessions returns the live sessions of owner, the latest saved first,
+// marking the chain of cur, one per chain (a RegenerateID under way has two documents for a moment).
+func (s *Store) ownedSessions(ctx context.Context, owner string, cur sessionState) ([]ownedSession, error) {
+	docs, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner), s.cfg.Now())
+	if err != nil {
+		return nil, err
+	}
+	var out []ownedSession
+	for _, raw := range docs {
+		if o, ok := s.owned(ctx, raw, owner, cur); ok {
+			out = append(out, o)
+		}
+	}
+	slices.SortFunc(out, func(a, b ownedSession) int {
+		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), cmp.Compare(a.Handle, b.Handle))
+	})
+	return slices.CompactFunc(out, func(a, b ownedSession) bool { return a.Handle == b.Handle }), nil
+}
+
+// owned describes raw if it is a live session of owner's; cur is the
+// state of the request's own session.
+func (s *Store) owned(ctx context.Context, raw bson.Raw, owner string, cur sessionState) (ownedSession, bool) {
+	d, encoded, values, err := s.open(raw)
 	if err != nil {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: listing sessions: skipping an unreadable one", slog.String("error", err.Error()))
-		return OwnedSession{}, d, false
+		return ownedSession{}, false
 	}
-	o, device := ownerOf(values)
-	if o != owner || !s.live(&d, s.cfg.Now()) {
-		return OwnedSession{}, d, false
+	st := stateOf(&d, encoded, values, &sessions.Options{})
+	if st.owner != owner || !s.live(&d, s.cfg.Now()) {
+		return ownedSession{}, false
 	}
-	return OwnedSession{
-		Handle:       s.sealer.handle(d.id),
-		Current:      current != nil && s.states.get(current).id == d.id,
-		Device:       device,
-		SessionTimes: SessionTimes{CreatedAt: d.createdAt, UpdatedAt: d.updatedAt, ExpiresAt: d.expiresAt},
-	}, d, true
+	return ownedSession{OwnedSession: OwnedSession{Handle: s.sealer.handle(st.lineage), Current: cur.id != "" && cur.lineage == st.lineage,
+		Device: st.device, SessionTimes: st.times()}, st: st}, true
 }
 
 // EndSession ends the session of owner named by handle (from ListSessions)
@@ -108,7 +145,7 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 	if owner == "" || handle == "" {
 		return OwnedSession{}, false, nil
 	}
-	ctx, cancel := s.opContext(ctx, false)
+	ctx, cancel := s.opContext(ctx, true)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opEndSession)
 	defer func() {
@@ -117,43 +154,87 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 		}
 		sp.end(err)
 	}()
-	docs, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner), s.cfg.Now())
-	if err != nil {
-		return OwnedSession{}, false, err
-	}
-	for _, raw := range docs {
-		id, _ := raw.Lookup(fieldID).StringValueOK()
-		if !hmac.Equal([]byte(s.sealer.handle(id)), []byte(handle)) {
+	listed, err := s.ownedSessions(ctx, owner, s.stateOf(current))
+	for _, o := range listed {
+		if !hmac.Equal([]byte(o.Handle), []byte(handle)) {
 			continue
 		}
-		info, d, ok := s.owned(ctx, raw, owner, current)
-		if !ok || info.Current {
-			return info, false, nil
+		if o.Current {
+			return o.OwnedSession, false, nil
 		}
-		if ended, err = s.coll.deleteOwned(ctx, d.owner, d.id); !ended {
-			info = OwnedSession{}
+		n, err := s.endOwned(ctx, []ownedSession{o}, EndByHandle)
+		if n == 0 {
+			return OwnedSession{}, false, err
 		}
-		return info, ended, err
+		return o.OwnedSession, true, err
 	}
-	return OwnedSession{}, false, nil
+	return OwnedSession{}, false, err
 }
 
 // EndOtherSessions ends every session of owner but current ("sign out
-// everywhere else") in one delete, and returns how many. A nil current ends
-// them all (after a password change, say). Errors wrap ErrDatabase.
+// everywhere else"), and returns how many. A nil current ends them all
+// (after a password change, say). Errors wrap ErrDatabase.
 func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *sessions.Session) (int64, error) {
 	if owner == "" {
 		return 0, nil
 	}
-	ctx, cancel := s.opContext(ctx, false)
+	ctx, cancel := s.opContext(ctx, true)
 	defer cancel()
-	except := ""
-	if current != nil {
-		except = s.states.get(current).id
-	}
 	ctx, sp := s.tel.start(ctx, opEndOtherSessions)
-	n, err := s.coll.deleteOthers(ctx, s.sealer.ownerDigests(owner), except)
-	sp.outcome, sp.count = outcomeEnded, n
+	sp.outcome = outcomeEnded
+	n, err := s.endOthers(ctx, owner, s.stateOf(current), 0, EndEverywhere)
+	sp.count = n
 	sp.end(err)
 	return n, err
+}
+
+// endOthers ends the sessions of owner but the chain of cur and the keep
+// most recently saved others, and looks again until none is left: a
+// session saved or moved meanwhile is ended too. It returns how many it
+// ended.
+func (s *Store) endOthers(ctx context.Context, owner string, cur sessionState, keep int, reason EndReason) (int64, error) {
+	var total int64
+	for range maxEndRounds {
+		listed, err := s.ownedSessions(ctx, owner, cur)
+		if err != nil {
+			return total, err
+		}
+		listed = slices.DeleteFunc(listed, func(o ownedSession) bool { return o.Current })
+		if len(listed) <= keep {
+			return total, nil
+		}
+		n, err := s.endOwned(ctx, listed[keep:], reason)
+		if total += n; err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// endOwned ends the chains of listed and returns how many it ended.
+func (s *Store) endOwned(ctx context.Context, listed []ownedSession, reason EndReason) (int64, error) {
+	var n int64
+	for _, o := range listed {
+		ended, err := s.coll.endChain(ctx, o.st.id, o.st.lineage)
+		if ended {
+			n++
+			s.emit(ctx, EventEnded, reason, o.st)
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// limit ends the least recently saved sessions of st's owner beyond
+// Config.MaxSessionsPerOwner, never st's own: a session has just been tied
+// to the owner. Failures are logged: the save itself succeeded.
+func (s *Store) limit(ctx context.Context, st sessionState) {
+	if s.cfg.MaxSessionsPerOwner <= 0 {
+		return
+	}
+	if _, err := s.endOthers(ctx, st.owner, st, s.cfg.MaxSessionsPerOwner-1, EndLimit); err != nil {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: ending sessions over MaxSessionsPerOwner", slog.String("error", err.Error()))
+	}
 }

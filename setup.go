@@ -30,7 +30,7 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{Options: defaultOptions(), coll: newCollection(coll), cookies: newCookieCodec(pairs), sealer: newSealer(pairs),
+	s := &Store{Options: defaultOptions(), coll: newCollection(coll, cfg.Timeout), cookies: newCookieCodec(pairs), sealer: newSealer(pairs),
 		cfg: cfg, states: newSessionTable(), expiry: cfg.Expiry, tel: newTelemetry(cfg.TracerProvider, cfg.MeterProvider),
 		stop: func() {}}
 	setupCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -159,21 +159,33 @@ func (s *Store) ensurePlainIndex(ctx context.Context, specs []bson.Raw) error {
 	return s.coll.createExpiresAtIndex(ctx, false)
 }
 
-// ensureOwnerIndex makes sure the owner index exists. Without it, listing
-// scans.
+// ensureOwnerIndex makes sure the partial owner and lineage indexes
+// exist (without them, listing and ending a moved session scan), and drops
+// the sparse owner index of earlier versions, which every save paid for.
 func (s *Store) ensureOwnerIndex(ctx context.Context, specs []bson.Raw) error {
+	names := map[string]bool{}
 	for _, spec := range specs {
-		if name, _ := spec.Lookup("name").StringValueOK(); name == ownerIndexName {
+		name, _ := spec.Lookup("name").StringValueOK()
+		names[name] = true
+	}
+	for _, idx := range [...]struct{ name, field string }{{ownerIndexName, fieldOwner}, {lineageIndexName, fieldLineage}} {
+		if names[idx.name] {
+			continue
+		}
+		err := s.coll.createPartialIndex(ctx, idx.name, idx.field)
+		if unsupported(err) {
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: the server refuses partial indexes; listing a user's sessions scans the collection",
+				slog.String("collection", s.coll.c.Name()), slog.String("error", err.Error()))
 			return nil
 		}
+		if err != nil {
+			return err
+		}
 	}
-	err := s.coll.createOwnerIndex(ctx)
-	if unsupported(err) {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: the server refuses the owner index; listing a user's sessions scans the collection",
-			slog.String("collection", s.coll.c.Name()), slog.String("error", err.Error()))
-		return nil
+	if names[sparseOwnerIndexName] {
+		return s.coll.dropIndex(ctx, sparseOwnerIndexName)
 	}
-	return err
+	return nil
 }
 
 // ttlRefused reports whether err, a server's answer to a TTL index on

@@ -176,8 +176,8 @@ func TestTTLIndexCreation(t *testing.T) {
 	}
 }
 
-// isOwnerIndexCommand reports whether cmd creates the owner index, which
-// the expiry tests leave to owners_test.go.
+// isOwnerIndexCommand reports whether cmd creates the owner or the lineage
+// index, which the expiry tests leave to owners_test.go.
 func isOwnerIndexCommand(cmd bson.Raw) bool {
 	indexes, ok := cmd.Lookup("indexes").ArrayOK()
 	if !ok {
@@ -189,7 +189,7 @@ func isOwnerIndexCommand(cmd bson.Raw) bool {
 	}
 	doc, _ := first.DocumentOK()
 	name, _ := doc.Lookup("name").StringValueOK()
-	return name == ownerIndexName
+	return name == ownerIndexName || name == lineageIndexName
 }
 
 // indexCommands returns the names of the index commands in cmds, excluding
@@ -445,7 +445,7 @@ func TestIndexConflictError(t *testing.T) {
 	if _, err := coll.InsertOne(context.Background(), bson.D{{Key: "x", Value: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	store := &Store{coll: newCollection(coll), cfg: Config{Logger: testLogger(&syncBuffer{})}}
+	store := &Store{coll: newCollection(coll, time.Second), cfg: Config{Logger: testLogger(&syncBuffer{})}}
 	spec, err := bson.Marshal(bson.D{{Key: "v", Value: 2}, {Key: "key", Value: bson.D{{Key: fieldExpiresAt, Value: 1}}},
 		{Key: "name", Value: "by_expiry"}, {Key: "expireAfterSeconds", Value: int32(3600)}})
 	if err != nil {

@@ -756,7 +756,7 @@ func TestStateIsReleasedWithSessions(t *testing.T) {
 func TestSessionTableStaysBounded(t *testing.T) {
 	table := newSessionTable()
 	for i := range 20 * minSweep {
-		table.set(&sessions.Session{ID: "x"}, sessionState{rev: int64(i)})
+		table.set(&sessions.Session{ID: "x"}, sessionState{version: version{rev: int64(i)}})
 		if i%minSweep == 0 {
 			runtime.GC()
 		}

@@ -1,0 +1,99 @@
+package mongostore
+
+import (
+	"sync"
+	"time"
+	"weak"
+
+	"github.com/gorilla/sessions"
+)
+
+// sessionState is what the store remembers of a session's document
+// between loading (or first saving) it and saving it again, as last read or
+// written: gorilla's Session has no room for it.
+type sessionState struct {
+	id, lineage   string // the document's _id and its chain's (see document.chain); "" for none
+	version              // of the document
+	createdAt     time.Time
+	updatedAt     time.Time
+	encoded       []byte // the values, encoded
+	options       sessions.Options
+	owner, device string   // as SetOwner left them in the values
+	cookie        string   // the cookie value to send back, signed with the current key
+	others        []string // _ids of the request's other cookies of the session's name
+}
+
+// stateOf returns the state of a session stored as d, its values encoded.
+func stateOf(d *document, encoded []byte, values map[any]any, options *sessions.Options) sessionState {
+	st := sessionState{id: d.id, lineage: d.chain(), version: d.written(), createdAt: d.createdAt, updatedAt: d.updatedAt,
+		encoded: encoded, options: *options}
+	st.owner, st.device = ownerOf(values)
+	return st
+}
+
+// times returns the session's times as st holds them.
+func (st *sessionState) times() SessionTimes {
+	return SessionTimes{CreatedAt: st.createdAt, UpdatedAt: st.updatedAt, ExpiresAt: st.expiresAt}
+}
+
+// sessionTable maps sessions to their state without keeping the sessions
+// alive. Entries of sessions the garbage collector has reclaimed are swept
+// out when the table has doubled since its last sweep: O(1) per set,
+// amortized.
+type sessionTable struct {
+	mu        sync.Mutex
+	m         map[weak.Pointer[sessions.Session]]sessionState
+	nextSweep int
+}
+
+// minSweep is the table size below which it is never swept.
+const minSweep = 1024
+
+func newSessionTable() *sessionTable {
+	return &sessionTable{m: make(map[weak.Pointer[sessions.Session]]sessionState), nextSweep: minSweep}
+}
+
+// get returns the state of session, or the zero state.
+func (t *sessionTable) get(session *sessions.Session) sessionState {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[weak.Make(session)]
+}
+
+// set records the state of session.
+func (t *sessionTable) set(session *sessions.Session, st sessionState) {
+	wp := weak.Make(session)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.m[wp] = st
+	if len(t.m) >= t.nextSweep {
+		t.sweep()
+	}
+}
+
+// sweep removes the entries of reclaimed sessions. t.mu is held.
+func (t *sessionTable) sweep() {
+	for wp := range t.m {
+		if wp.Value() == nil {
+			delete(t.m, wp)
+		}
+	}
+	t.nextSweep = max(2*len(t.m), minSweep)
+}
+
+// release drops the encoded values (up to MaxSize) of session's state.
+func (t *sessionTable) release(session *sessions.Session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st, ok := t.m[weak.Make(session)]; ok {
+		st.encoded = nil
+		t.m[weak.Make(session)] = st
+	}
+}
+
+// forget removes the state of session.
+func (t *sessionTable) forget(session *sessions.Session) {
+	t.mu.Lock()
+	delete(t.m, weak.Make(session))
+	t.mu.Unlock()
+}
