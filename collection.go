@@ -314,6 +314,20 @@ func (c collection) saveExactID(ctx context.Context, d *document, v version, now
 	return before, next, nil
 }
 
+// restore puts back theirs, the document a save wrote over, where the
+// server has no atomic conditional write (FerretDB v1): save wrote over
+// it before it could tell. The caller holds serialize's lock.
+func (c collection) restore(ctx context.Context, theirs bson.Raw) error {
+	if !c.exactID() {
+		return nil
+	}
+	id, _ := theirs.Lookup(fieldID).StringValueOK()
+	if _, err := c.c.ReplaceOne(ctx, idFilter(id), theirs); err != nil {
+		return dbError("restore session", err)
+	}
+	return nil
+}
+
 // isVersion reports whether raw is the document version whose MAC is mac.
 func isVersion(raw bson.Raw, mac []byte) bool {
 	m, ok := binaryOK(raw.Lookup(fieldMAC))

@@ -48,6 +48,9 @@ type SessionTimes struct {
 // Get returns the session called name for the request, loading it at most
 // once per request through sessions.GetRegistry. See New for errors.
 func (s *Store) Get(r *http.Request, name string) (*sessions.Session, error) {
+	if err := checkCookieName(name); err != nil { // the registry would return no session
+		return s.New(r, name)
+	}
 	return sessions.GetRegistry(r).Get(s, name)
 }
 
@@ -192,18 +195,29 @@ func (s *Store) commit(ctx context.Context, w http.ResponseWriter, session *sess
 	sv.data, sp.size, sv.ownOptions = data, len(data), *session.Options != sv.st.options
 	if sv.st.id == "" {
 		sp.outcome = outcomeInserted
-		return s.insert(ctx, w, sv)
+		err = s.insert(ctx, w, sv)
+	} else {
+		err = s.rewrite(ctx, w, sv)
 	}
+	if owner := s.states.get(session).owner; err == nil && owner != "" && owner != sv.st.owner {
+		s.limit(ctx, s.states.get(session)) // the session has just been tied to its owner
+	}
+	return err
+}
+
+// rewrite regenerates or updates a stored session, one save of it at a
+// time in this process where the server needs that.
+func (s *Store) rewrite(ctx context.Context, w http.ResponseWriter, sv *saving) error {
 	unlock, err := s.coll.serialize(ctx, sv.st.id)
 	if err != nil {
 		return err
 	}
 	defer unlock()
-	if session.ID == "" || docID(session.ID) != sv.st.id {
-		sp.outcome = outcomeRegenerated
+	if sv.session.ID == "" || docID(sv.session.ID) != sv.st.id {
+		sv.sp.outcome = outcomeRegenerated
 		return s.regenerate(ctx, w, sv)
 	}
-	sp.outcome = outcomeUpdated
+	sv.sp.outcome = outcomeUpdated
 	return s.update(ctx, w, sv)
 }
 
@@ -246,7 +260,7 @@ func (s *Store) insert(ctx context.Context, w http.ResponseWriter, sv *saving) e
 		return err
 	}
 	sv.session.ID = id
-	if err := s.sent(ctx, w, sv, &d); err != nil {
+	if err := s.sent(w, sv, &d); err != nil {
 		return err
 	}
 	s.emit(ctx, EventCreated, "", s.states.get(sv.session))
@@ -275,12 +289,12 @@ func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) e
 				s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "mongostore: merged concurrent changes",
 					slog.String("session", sv.session.Name()), slog.Int("retries", attempt-1))
 			}
-			return s.sent(ctx, w, sv, &d)
+			return s.sent(w, sv, &d)
 		case attempt == maxSaveAttempts:
 			return fmt.Errorf("%w: %d writes met concurrent saves", ErrConflict, attempt)
 		}
 		if err := s.merge(ctx, sv, theirs, &mine); err != nil {
-			return err
+			return errors.Join(err, s.coll.restore(ctx, theirs))
 		}
 		sv.st.version = next
 	}
@@ -329,7 +343,7 @@ func (s *Store) move(ctx context.Context, w http.ResponseWriter, sv *saving, id 
 	old := sv.st.mac
 	sv.session.ID, sv.st.id, sv.st.version, sv.st.cookie = id, d.id, d.written(), ""
 	if isVersion(before, old) {
-		return s.sent(ctx, w, sv, d)
+		return s.sent(w, sv, d)
 	}
 	sv.sp.merged = true
 	var mine *changes
@@ -339,10 +353,9 @@ func (s *Store) move(ctx context.Context, w http.ResponseWriter, sv *saving, id 
 	return s.update(ctx, w, sv)
 }
 
-// sent records the state of the session as d stores it, sets its cookie,
-// and ends the owner's sessions over Config.MaxSessionsPerOwner if the
-// session has just been tied to its owner.
-func (s *Store) sent(ctx context.Context, w http.ResponseWriter, sv *saving, d *document) error {
+// sent records the state of the session as d stores it, and sets its
+// cookie.
+func (s *Store) sent(w http.ResponseWriter, sv *saving, d *document) error {
 	st := stateOf(d, sv.data, sv.session.Values, sv.session.Options)
 	st.cookie, st.others = sv.st.cookie, sv.st.others
 	if st.cookie == "" {
@@ -353,9 +366,6 @@ func (s *Store) sent(ctx context.Context, w http.ResponseWriter, sv *saving, d *
 	}
 	s.states.set(sv.session, st)
 	setCookie(w, sv.session.Name(), st.cookie, sv.session.Options, st.expiresAt, sv.now)
-	if st.owner != "" && st.owner != sv.st.owner {
-		s.limit(ctx, st)
-	}
 	return nil
 }
 
