@@ -450,6 +450,18 @@ func (c collection) deleteExpiredOne(ctx context.Context, id string, rev int64, 
 	return n > 0, err
 }
 
+// findLive returns up to limit documents live at now whose _id comes
+// after after, in _id order: from the _id index.
+func (c collection) findLive(ctx context.Context, after string, now time.Time, limit int) ([]bson.Raw, error) {
+	filter := bson.D{{Key: fieldID, Value: bson.D{{Key: "$gt", Value: after}}},
+		{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(now)}}}}
+	cur, err := c.c.Find(ctx, filter, options.Find().SetSort(bson.D{{Key: fieldID, Value: 1}}).SetLimit(int64(limit)))
+	if err != nil {
+		return nil, dbError("read sessions", err)
+	}
+	return all(ctx, cur, "read sessions", limit, func(bson.Raw) bool { return true })
+}
+
 // maxOwned bounds how many live sessions of one owner a listing keeps.
 const maxOwned = 1000
 

@@ -88,7 +88,8 @@ const (
 type sealer struct {
 	macs      []*sync.Pool // HMAC states, one pool per hash key
 	aeads     []cipher.AEAD
-	encrypt   bool // the first pair has a block key: plain data is refused
+	encrypt   bool // the first pair has a block key: data is written encrypted
+	plainOK   bool // some pair has no block key: plain data is read (encryption being turned on)
 	handleKey []byte
 	ownerKeys [][]byte
 }
@@ -102,6 +103,7 @@ func derive(secret []byte, info string) []byte {
 func newSealer(pairs []keyPair) *sealer {
 	s := &sealer{encrypt: pairs[0].block != nil, handleKey: derive(pairs[0].hash, handleKeyInfo)}
 	for _, p := range pairs {
+		s.plainOK = s.plainOK || p.block == nil
 		macKey := derive(p.hash, macKeyInfo)
 		s.macs = append(s.macs, &sync.Pool{New: func() any { return hmac.New(sha256.New, macKey) }})
 		s.ownerKeys = append(s.ownerKeys, derive(p.hash, ownerKeyInfo))
@@ -143,6 +145,27 @@ func mac(pool *sync.Pool, d *document, sum []byte) []byte {
 	return sum
 }
 
+// current reports whether d is sealed as the first key pair writes: its
+// MAC, its envelope and its owner digest (owner is its owner, if any).
+func (s *sealer) current(d *document, owner string) bool {
+	var buf [sha256.Size]byte
+	if !hmac.Equal(d.mac, mac(s.macs[0], d, buf[:0])) || len(d.data) == 0 || d.format != formatVersion {
+		return false
+	}
+	if owner != "" && d.owner != s.ownerDigest(owner) {
+		return false
+	}
+	if !s.encrypt {
+		return d.data[0] == envelopePlain
+	}
+	aead := s.aeads[0]
+	if d.data[0] != envelopeGCM || len(d.data) < 1+aead.NonceSize() {
+		return false
+	}
+	_, err := aead.Open(nil, d.data[1:1+aead.NonceSize()], d.data[1+aead.NonceSize():], []byte(d.id))
+	return err == nil
+}
+
 // seal sets d's MAC, with the first key.
 func (s *sealer) seal(d *document) { d.mac = mac(s.macs[0], d, nil) }
 
@@ -180,13 +203,15 @@ func (s *sealer) wrap(id string, plain []byte) []byte {
 }
 
 // unwrap returns the encoded values in data, the stored form of document
-// id. A store that encrypts refuses plain data: whoever has the hash key
-// and can write to the collection must not slip values past encryption.
+// id. A store whose every key pair has a block key refuses plain data:
+// whoever has the hash key and can write to the collection must not slip
+// values past encryption. A pair without one, after the new one, keeps
+// plain documents readable while encryption is turned on (see Rekey).
 func (s *sealer) unwrap(id string, data []byte) ([]byte, error) {
 	switch {
 	case len(data) == 0:
 		return nil, errors.New("empty data")
-	case data[0] == envelopePlain && s.encrypt:
+	case data[0] == envelopePlain && !s.plainOK:
 		return nil, errors.New("the data is not encrypted, and the store encrypts")
 	case data[0] == envelopePlain:
 		return data[1:], nil
