@@ -83,8 +83,9 @@ func (s *Store) setupExpiry(ctx context.Context, specs []bson.Raw) error {
 	}
 	err := s.ensureTTLIndex(ctx, specs)
 	if errors.Is(err, errNoTTL) {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: the server refuses TTL indexes; the GC goroutine deletes expired sessions",
-			coll, slog.Duration("interval", s.cfg.GCInterval), slog.String("error", err.Error()))
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: the GC goroutine deletes expired sessions (this server has no TTL indexes)",
+			coll, slog.Duration("interval", s.cfg.GCInterval))
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "mongostore: the server's answer to a TTL index", coll, slog.String("error", err.Error()))
 		s.expiry = ExpiryGC
 		return s.ensurePlainIndex(ctx, specs)
 	}

@@ -356,6 +356,12 @@ func TestZeroConfigStartsEverywhere(t *testing.T) {
 	if n := strings.Count(logs.String(), line); n != 1 {
 		t.Fatalf("%d log lines saying %q, want 1:\n%s", n, line, logs)
 	}
+	// One calm line at INFO: what the store does, with no server error in it.
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"level":"INFO"`) && (strings.Contains(l, "error") || strings.Contains(l, "NotImplemented")) {
+			t.Fatalf("an INFO line reads like a failure: %s", l)
+		}
+	}
 	b := newBrowser()
 	b.do(func(w http.ResponseWriter, r *http.Request) {
 		s, _ := store.Get(r, testSessionName)
