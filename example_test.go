@@ -32,13 +32,16 @@ func get(client *http.Client, url string) {
 
 // exampleStore returns a store on a fresh collection of the server in
 // MONGODB_URI, and a function that drops the collection and disconnects.
-func exampleStore(ctx context.Context, collection string, cfg mongostore.Config) (*mongostore.Store, *mongo.Collection, func()) {
+func exampleStore(ctx context.Context, collection string, cfg mongostore.Config, keys ...[]byte) (*mongostore.Store, *mongo.Collection, func()) {
 	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")))
 	if err != nil {
 		log.Fatal(err)
 	}
 	coll := client.Database("example").Collection(collection)
-	store, err := mongostore.NewStore(ctx, coll, cfg, []byte("an example key of 32 bytes!!!!!!"))
+	if len(keys) == 0 {
+		keys = [][]byte{[]byte("an example key of 32 bytes!!!!!!")}
+	}
+	store, err := mongostore.NewStore(ctx, coll, cfg, keys...)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -242,4 +245,82 @@ func ExampleStore_ListSessions() {
 	// Firefox on Linux current: true
 	// Safari on iPhone current: false
 	// ended: 1
+}
+
+// OnEvent sees every transition of a session: here, an audit log of
+// sign-ins and sign-outs, and a per-user limit of two sessions that signs
+// out the least recently used device at a third login.
+func ExampleConfig_events() {
+	ctx := context.Background()
+	audit := func(ctx context.Context, e mongostore.Event) {
+		// Runs inside the request: keep it quick (hand it to a channel for slow work).
+		fmt.Println(e.Kind, e.Reason, e.Owner, e.Device)
+	}
+	now := time.Now()
+	store, _, done := exampleStore(ctx, "audited_sessions", mongostore.Config{
+		OnEvent:             audit,
+		MaxSessionsPerOwner: 2,
+		Now:                 func() time.Time { return now },
+	})
+	defer done()
+
+	login := func(device string) (*http.Request, *sessions.Session) {
+		now = now.Add(time.Second)
+		r := httptest.NewRequest(http.MethodPost, "/login", nil)
+		session, _ := store.New(r, "session")
+		mongostore.SetOwner(session, "ada", device)
+		if err := session.Save(r, httptest.NewRecorder()); err != nil {
+			log.Fatal(err)
+		}
+		return r, session
+	}
+	login("laptop")
+	r, phone := login("phone")
+	login("tablet") // the third: the laptop, least recently used, is signed out
+
+	phone.Options.MaxAge = -1 // log out
+	if err := phone.Save(r, httptest.NewRecorder()); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// created  ada laptop
+	// created  ada phone
+	// created  ada tablet
+	// ended limit ada laptop
+	// ended logout ada phone
+}
+
+// Key rotation at rest: a store given the new key pair first and the old
+// one after it reads every session; Rekey re-seals them all under the new
+// pair, after which the old one can go.
+func ExampleStore_Rekey() {
+	ctx := context.Background()
+	oldKey := []byte("an old hash key of 32 bytes or more")
+	newKey := []byte("the new hash key, 32 bytes or more")
+	old, coll, done := exampleStore(ctx, "rekeyed_sessions", mongostore.Config{}, oldKey)
+	defer done()
+	for range 3 {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		session, _ := old.New(r, "session")
+		session.Values["n"] = 1
+		if err := session.Save(r, httptest.NewRecorder()); err != nil {
+			log.Fatal(err)
+		}
+	}
+
+	rotated, err := mongostore.NewStore(ctx, coll, mongostore.Config{}, newKey, nil, oldKey, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rotated.Close()
+	counts, err := rotated.Rekey(ctx, false, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("live:", counts.Live, "changed:", counts.Changed, "unverified:", counts.Unverified)
+	counts, _ = rotated.Rekey(ctx, true, nil) // a dry run: what depends on each key pair now
+	fmt.Println("new key:", counts.ByKey[0], "old key:", counts.ByKey[1])
+	// Output:
+	// live: 3 changed: 3 unverified: 0
+	// new key: 3 old key: 0
 }
