@@ -9,10 +9,12 @@ import (
 	"net/http/cookiejar"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,13 +59,14 @@ func TestReadmeQuickStart(t *testing.T) {
 }
 
 // quickStartAddr finds the address the README's quick start listens on.
-var quickStartAddr = regexp.MustCompile(`http\.ListenAndServe\("([^"]+)"`)
+var quickStartAddr = regexp.MustCompile(`Addr:\s*"([^"]+)"`)
 
 // TestReadmeQuickStartRuns builds the README's quick start and runs it as
 // a reader would. Without MONGODB_URI it stops at once and says what to
 // set. With it (the test server), it listens on its address, which is not
 // the sample app's (example/main.go's defaultAddr): the README suggests
-// running both. Two visits of one browser count 1, then 2.
+// running both. Two visits of one browser count 1, then 2. SIGTERM then
+// stops it cleanly: it exits 0, within seconds.
 func TestReadmeQuickStartRuns(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a program with the go command; not in -short")
@@ -75,7 +78,7 @@ func TestReadmeQuickStartRuns(t *testing.T) {
 	shown := readmecheck.Between(t, string(readme), "## Quick start\n\n```go\n", "```")
 	m := quickStartAddr.FindStringSubmatch(shown)
 	if m == nil {
-		t.Fatalf("the quick start calls no http.ListenAndServe(\"…\"):\n%s", shown)
+		t.Fatalf("the quick start's http.Server has no Addr: \"…\":\n%s", shown)
 	}
 	addr := m[1]
 	app, err := os.ReadFile("example/main.go")
@@ -129,9 +132,14 @@ func TestReadmeQuickStartRuns(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	exited := false
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		if !exited {
+			_ = cmd.Process.Kill()
+			<-waited
+		}
 		client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")))
 		if err == nil {
 			_ = client.Database("myapp").Collection("sessions").Drop(context.Background())
@@ -162,6 +170,24 @@ func TestReadmeQuickStartRuns(t *testing.T) {
 	if first != "visit number 1" || second != "visit number 2" || err != nil {
 		t.Errorf("two visits: %q, %q (%v), want visit number 1, then 2", first, second, err)
 	}
+
+	// SIGTERM, as a service manager or a container runtime sends it: the
+	// server shuts down, run returns nil after its deferred calls, and
+	// main returns: exit status 0.
+	sent := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-waited:
+		exited = true
+		if err != nil {
+			t.Errorf("after SIGTERM the quick start exited with %v, want status 0:\n%s", err, output.String())
+		}
+		t.Logf("the quick start exited %v after SIGTERM", time.Since(sent).Round(time.Millisecond))
+	case <-time.After(10 * time.Second):
+		t.Errorf("the quick start has not exited 10 s after SIGTERM:\n%s", output.String())
+	}
 }
 
 // readmeImports are the packages README snippets may use without an import
@@ -189,17 +215,33 @@ var readmeImports = map[string]string{
 	"trace":      "go.opentelemetry.io/otel/trace",
 }
 
-// TestReadmeCodeCompiles builds every Go block of README.md as its own
-// program (see readmecheck.File for how a snippet is made a program).
+// markdownFiles are the pages whose code the tests check: README.md and
+// every page of docs/.
+func markdownFiles(t *testing.T) []string {
+	t.Helper()
+	docs, err := filepath.Glob("docs/*.md")
+	if err != nil || len(docs) == 0 {
+		t.Fatalf("no docs/*.md (%v)", err)
+	}
+	return append([]string{"README.md"}, docs...)
+}
+
+// TestReadmeCodeCompiles builds every Go block of README.md and of the
+// pages of docs/ as its own program (see readmecheck.File for how a
+// snippet is made a program).
 func TestReadmeCodeCompiles(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds programs with the go command; not in -short")
 	}
-	blocks := readmecheck.Blocks(t, "README.md")
-	if len(blocks) < 3 {
-		t.Fatalf("found %d Go blocks in README.md, want the quick start and more", len(blocks))
+	for _, path := range markdownFiles(t) {
+		t.Run(path, func(t *testing.T) {
+			blocks := readmecheck.Blocks(t, path)
+			if path == "README.md" && len(blocks) < 3 {
+				t.Fatalf("found %d Go blocks in README.md, want the quick start and more", len(blocks))
+			}
+			readmecheck.Compile(t, blocks, readmeImports)
+		})
 	}
-	readmecheck.Compile(t, blocks, readmeImports)
 }
 
 // lockedBuffer is a buffer that a child process's output goes to while
