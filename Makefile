@@ -14,23 +14,24 @@ TESTFLAGS ?=
 FUZZTIME ?= 40000x
 FUZZ_TARGETS := FuzzDecodeCookie FuzzDecodeDocument FuzzCompactCodec FuzzGobFallback FuzzJSONCodec
 
-.PHONY: test test-docdb vet fmt-check fuzz bench run browser
+.PHONY: test test-start test-docdb vet fmt-check fuzz bench run browser
 
-# Each stage says what it does and how long it takes (the times of a 2-core
-# machine with a warm build cache), and then how long it took. The first run
-# compiles FerretDB, the driver and the race-instrumented packages: vet and
-# the first test stages take minutes more then.
-test: browser vet
+# Each stage says what it does and how long it takes, and then how long it
+# took. The estimates are the times of a fresh clone on a 2-core machine
+# whose Go module and build caches were already filled by another checkout
+# (about 7 minutes in all): most of each stage is compiling the clone's
+# packages with -race. Later runs reuse that work and take less.
+test: browser test-start vet
 	@if [ -n "$$MONGODB_URI" ]; then server="the server in MONGODB_URI"; \
 	else server="an embedded FerretDB v1 server (built by the tests)"; fi; \
 	for m in $(MODULES); do \
 		case $$m in \
-		.) what="the library's tests"; t="~3 min";; \
-		embeddb) what="the embedded server's tests"; t="~30 s";; \
-		example) what="the sample app's tests, with headless Chromium"; t="~2 min";; \
-		ginstore) what="the gin adapter's tests"; t="~30 s";; \
+		.) what="the library's tests"; t="~1.5 min";; \
+		embeddb) what="the embedded server's tests"; t="~1 min";; \
+		example) what="the sample app's tests, with headless Chromium"; t="~1.5 min";; \
+		ginstore) what="the gin adapter's tests"; t="~1 min";; \
 		bench) what="the benchmarks' tests"; t="~1 min";; \
-		oteltest) what="the telemetry's tests (spans and metrics, with the OpenTelemetry SDK)"; t="~1 min";; \
+		oteltest) what="the telemetry's tests (spans and metrics, with the OpenTelemetry SDK)"; t="~10 s";; \
 		*) what="tests"; t="";; \
 		esac; \
 		start=$$(date +%s); \
@@ -39,13 +40,16 @@ test: browser vet
 		echo "== $$m: took $$(($$(date +%s) - start)) s"; \
 	done
 
+test-start:
+	@echo "== make test: go vet, then the tests of $(words $(MODULES)) modules, one stage each (about 7 minutes on a fresh clone, 2 cores)"
+
 # The same tests against FerretDB v2 + PostgreSQL/DocumentDB, a server with
 # real TTL indexes, built and started by ../shared/docdb/docdb.sh.
 test-docdb:
 	MONGODB_URI="$$(../shared/docdb/docdb.sh start | tail -n 1)" $(MAKE) test
 
 vet:
-	@echo "== go vet ./... in $(MODULES) (~30 s; the first time 3 to 5 min: it compiles FerretDB and the driver)"; \
+	@echo "== go vet ./... in $(MODULES) (~1 min)"; \
 	start=$$(date +%s); \
 	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done; \
 	echo "== vet: took $$(($$(date +%s) - start)) s"
@@ -82,7 +86,7 @@ bench:
 
 # go run prints nothing while it builds: say so first.
 run:
-	@echo "== building the sample app and the embedded FerretDB: about 3 to 4 minutes the first time (2 cores), seconds after; then it prints its address"
+	@echo "== building the sample app and the embedded FerretDB: about a minute the first time (2 cores), seconds after; then it prints its database URI and listens on $${ADDR:-127.0.0.1:8080}"
 	cd example && $(GO) run .
 
 # The benchmarks are the nested module bench (its own go.mod, so that this
