@@ -8,6 +8,13 @@ import (
 	"github.com/gorilla/sessions"
 )
 
+// SessionTimes are the times the store keeps for a session.
+type SessionTimes struct {
+	// CreatedAt is when the session began (the absolute timeout counts from
+	// it), UpdatedAt its last save, ExpiresAt its end unless saved again.
+	CreatedAt, UpdatedAt, ExpiresAt time.Time
+}
+
 // sessionState is what the store remembers of a session's document
 // between loading (or first saving) it and saving it again, as last read or
 // written: gorilla's Session has no room for it.

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/gorilla/sessions"
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Store is a sessions.Store that keeps sessions in a MongoDB collection.
@@ -37,13 +36,6 @@ type Store struct {
 }
 
 var _ sessions.Store = (*Store)(nil)
-
-// SessionTimes are the times the store keeps for a session.
-type SessionTimes struct {
-	// CreatedAt is when the session began (the absolute timeout counts from
-	// it), UpdatedAt its last save, ExpiresAt its end unless saved again.
-	CreatedAt, UpdatedAt, ExpiresAt time.Time
-}
 
 // Get returns the session called name for the request, loading it at most
 // once per request through sessions.GetRegistry. See New for errors.
@@ -118,26 +110,6 @@ func (s *Store) load(ctx context.Context, session *sessions.Session, ids, reusab
 		return nil
 	}
 	return decodeErr
-}
-
-// open parses a stored document, checks its MAC, decrypts its data and
-// decodes the values, which it returns with their encoding. Bytes that fail
-// the MAC never reach the codec. Errors wrap ErrDecode.
-func (s *Store) open(raw bson.Raw) (d document, encoded []byte, values map[any]any, err error) {
-	d, err = parseDocument(raw)
-	if err == nil && !s.sealer.verify(&d) {
-		err = errors.New("the document fails its integrity check (written without this application's keys)")
-	}
-	if err == nil {
-		encoded, err = s.sealer.unwrap(d.id, d.data)
-	}
-	if err == nil {
-		values, err = s.cfg.Codec.Decode(encoded)
-	}
-	if err != nil {
-		return d, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
-	}
-	return d, encoded, values, nil
 }
 
 // Save writes the session and sets its cookie. Options.MaxAge < 0 ends it.
@@ -219,36 +191,6 @@ func (s *Store) rewrite(ctx context.Context, w http.ResponseWriter, sv *saving) 
 	}
 	sv.sp.outcome = outcomeUpdated
 	return s.update(ctx, w, sv)
-}
-
-// encode encodes values, unless encoded holds them, and enforces
-// Config.MaxSize.
-func (s *Store) encode(values map[any]any, encoded []byte) ([]byte, error) {
-	data := encoded
-	if data == nil {
-		var err error
-		if data, err = s.cfg.Codec.Encode(values); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrEncode, err)
-		}
-	}
-	if len(data) > s.cfg.MaxSize {
-		return nil, fmt.Errorf("%w: %d bytes encoded, more than MaxSize (%d)", ErrEncode, len(data), s.cfg.MaxSize)
-	}
-	return data, nil
-}
-
-// document returns the sealed document of sv's session under id, in the
-// chain lineage, at revision rev.
-func (s *Store) document(sv *saving, id, lineage string, rev int64, createdAt time.Time) document {
-	maxAge := sv.session.Options.MaxAge
-	d := document{id: id, format: formatVersion, lineage: lineage, rev: rev, createdAt: createdAt.Truncate(time.Millisecond),
-		updatedAt: sv.now.Truncate(time.Millisecond), expiresAt: s.expiresAt(maxAge, createdAt, sv.now), maxAge: maxAge,
-		data: s.sealer.wrap(id, sv.data)}
-	if owner, _ := ownerOf(sv.session.Values); owner != "" {
-		d.owner = s.sealer.ownerDigest(owner)
-	}
-	s.sealer.seal(&d)
-	return d
 }
 
 // insert stores the session as a new document under a fresh ID, the first
@@ -369,41 +311,6 @@ func (s *Store) sent(w http.ResponseWriter, sv *saving, d *document) error {
 	return nil
 }
 
-// end deletes the session's documents and those of the request's other
-// cookies of its name, expires the cookie, and forgets the ID.
-func (s *Store) end(ctx context.Context, w http.ResponseWriter, sv *saving) error {
-	if err := s.endLoaded(ctx, sv.session, sv.st, EndLogout); err != nil {
-		return err
-	}
-	s.detach(sv.session)
-	setCookie(w, sv.session.Name(), "", sv.session.Options, time.Time{}, time.Time{})
-	return nil
-}
-
-// endLoaded ends the chain of session, st, wherever a concurrent
-// RegenerateID has moved it, and deletes st.others.
-func (s *Store) endLoaded(ctx context.Context, session *sessions.Session, st sessionState, reason EndReason) error {
-	ids := st.others
-	if st.id == "" && validSessionID(session.ID) {
-		ids = append(ids, docID(session.ID))
-	}
-	if _, err := s.coll.delete(ctx, ids...); err != nil || st.id == "" {
-		return err
-	}
-	ended, err := s.coll.endChain(ctx, st.id, st.lineage)
-	if ended {
-		s.emit(ctx, EventEnded, reason, st)
-	}
-	return err
-}
-
-// detach forgets the session's ID and state: its next save inserts it
-// under a fresh ID.
-func (s *Store) detach(session *sessions.Session) {
-	s.states.forget(session)
-	session.ID = ""
-}
-
 // RegenerateID moves the session to a new ID, keeping its values and its
 // creation time (the absolute timeout still counts from it), and sets the
 // new cookie: call it when privileges change, to defeat session fixation.
@@ -413,25 +320,6 @@ func (s *Store) detach(session *sessions.Session) {
 func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
 	session.ID = ""
 	return s.save(r.Context(), opRegenerate, w, session, nil, false)
-}
-
-// Restart ends the session's stored life and empties it, so that its next
-// save stores it under a fresh ID with the store's Options: call it at
-// login when nothing of the anonymous session is kept. Unlike RegenerateID,
-// it succeeds whatever became of the old session (a login racing a logout
-// gets a fresh one). A database failure gives ErrDatabase; the session is
-// emptied all the same.
-func (s *Store) Restart(r *http.Request, session *sessions.Session) error {
-	ctx, cancel := s.opContext(r.Context(), true)
-	defer cancel()
-	ctx, sp := s.tel.start(ctx, opEnd)
-	sp.outcome = outcomeEnded
-	err := s.endLoaded(ctx, session, s.states.get(session), EndRestart)
-	sp.end(err)
-	s.detach(session)
-	clear(session.Values)
-	session.IsNew, session.Options = true, s.newOptions()
-	return err
 }
 
 // Times returns the session's times as last loaded or saved by this

@@ -1,0 +1,63 @@
+package mongostore
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// A session becomes a document (see collection.go) and back: its values
+// encoded by the codec, wrapped (encrypted with a block key) and sealed by
+// a MAC (keys.go).
+
+// open parses a stored document, checks its MAC, decrypts its data and
+// decodes the values, which it returns with their encoding. Bytes that fail
+// the MAC never reach the codec. Errors wrap ErrDecode.
+func (s *Store) open(raw bson.Raw) (d document, encoded []byte, values map[any]any, err error) {
+	d, err = parseDocument(raw)
+	if err == nil && !s.sealer.verify(&d) {
+		err = errors.New("the document fails its integrity check (written without this application's keys)")
+	}
+	if err == nil {
+		encoded, err = s.sealer.unwrap(d.id, d.data)
+	}
+	if err == nil {
+		values, err = s.cfg.Codec.Decode(encoded)
+	}
+	if err != nil {
+		return d, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
+	}
+	return d, encoded, values, nil
+}
+
+// encode encodes values, unless encoded holds them, and enforces
+// Config.MaxSize.
+func (s *Store) encode(values map[any]any, encoded []byte) ([]byte, error) {
+	data := encoded
+	if data == nil {
+		var err error
+		if data, err = s.cfg.Codec.Encode(values); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrEncode, err)
+		}
+	}
+	if len(data) > s.cfg.MaxSize {
+		return nil, fmt.Errorf("%w: %d bytes encoded, more than MaxSize (%d)", ErrEncode, len(data), s.cfg.MaxSize)
+	}
+	return data, nil
+}
+
+// document returns the sealed document of sv's session under id, in the
+// chain lineage, at revision rev.
+func (s *Store) document(sv *saving, id, lineage string, rev int64, createdAt time.Time) document {
+	maxAge := sv.session.Options.MaxAge
+	d := document{id: id, format: formatVersion, lineage: lineage, rev: rev, createdAt: createdAt.Truncate(time.Millisecond),
+		updatedAt: sv.now.Truncate(time.Millisecond), expiresAt: s.expiresAt(maxAge, createdAt, sv.now), maxAge: maxAge,
+		data: s.sealer.wrap(id, sv.data)}
+	if owner, _ := ownerOf(sv.session.Values); owner != "" {
+		d.owner = s.sealer.ownerDigest(owner)
+	}
+	s.sealer.seal(&d)
+	return d
+}
