@@ -444,7 +444,7 @@ func (c collection) findExpired(ctx context.Context, now time.Time, limit int) (
 
 // deleteExpiredOne deletes the document id if it is expired at now or
 // still at revision rev, and says whether it did.
-func (c collection) deleteExpiredOne(ctx context.Context, id string, rev int64, now time.Time) (bool, error) {
+func (c collection) deleteExpiredOne(ctx context.Context, id any, rev int64, now time.Time) (bool, error) {
 	filter := bson.D{{Key: fieldID, Value: id}, {Key: "$or", Value: bson.A{expiredFilter(now), bson.D{{Key: fieldRev, Value: rev}}}}}
 	n, err := c.deleteMany(ctx, "delete expired session", filter, sweepComment)
 	return n > 0, err

@@ -86,18 +86,19 @@ func (s *Store) expireEach(ctx context.Context, now time.Time) (int64, error) {
 		if err != nil || len(docs) == 0 {
 			return n, err
 		}
+		before := n
 		for _, raw := range docs {
-			d, encoded, values, _ := s.open(raw)
-			deleted, err := s.coll.deleteExpiredOne(ctx, d.id, d.rev, now)
+			deleted, err := s.coll.deleteExpiredOne(ctx, raw.Lookup(fieldID), versionOf(raw).rev, now)
 			if err != nil {
 				return n, err
 			}
 			if deleted {
 				n++
+				d, encoded, values, _ := s.open(raw)
 				s.emit(ctx, EventExpired, "", stateOf(&d, encoded, values, &sessions.Options{}))
 			}
 		}
-		if len(docs) < sweepBatch {
+		if len(docs) < sweepBatch || n == before { // n == before: none deletable, stop rather than spin
 			return n, nil
 		}
 	}
