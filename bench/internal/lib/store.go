@@ -110,3 +110,11 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) { return s.s.D
 func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *sessions.Session) (int64, error) {
 	return s.s.EndOtherSessions(ctx, owner, current)
 }
+
+// RekeyCounts are mongostore's counts of a Rekey.
+type RekeyCounts = mongostore.RekeyCounts
+
+// Rekey re-seals the stored sessions under the store's first key pair.
+func (s *Store) Rekey(ctx context.Context, dryRun bool) (RekeyCounts, error) {
+	return s.s.Rekey(ctx, dryRun, nil)
+}
