@@ -60,7 +60,6 @@ import (
 
 	"github.com/mongostore/mongostore"
 	"github.com/mongostore/mongostore/embeddb"
-	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
@@ -307,10 +306,7 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	defer store.Close() // stops the GC goroutine; never fails
 	store.MaxAge(int(cfg.MaxAge / time.Second))
 	store.Options.Secure = cfg.CookieSecure // with the default Path "/" and no Domain, as __Host- needs
-	expiry, err := expiryInEffect(startCtx, coll)
-	if err != nil {
-		return fmt.Errorf("session store: %w", err)
-	}
+	expiry := store.Expiry()                // ExpiryTTL or ExpiryGC: ExpiryAuto resolved
 	mode, _ := describeExpiry(expiry)
 	logger.Info("session store ready", "database", cfg.DBName, "collection", collectionName,
 		"expiry", mode, "max_age", cfg.MaxAge.String(), "absolute_timeout", absolute.String(),
@@ -385,49 +381,6 @@ const sessionLifetime = 7 * 24 * time.Hour
 // the app sets it to know it, for the home page.)
 func absoluteTimeout(maxAge time.Duration) time.Duration {
 	return max(sessionLifetime, maxAge)
-}
-
-// expiryInEffect says how expired sessions are deleted from coll, which
-// NewStore prepared with Config.Expiry unset (ExpiryAuto): ExpiryTTL if
-// the collection has the TTL index on expiresAt that the store creates
-// where the server accepts one, ExpiryGC (the store's GC goroutine)
-// otherwise. The store logs its choice but does not return it, so the app
-// reads the collection's indexes, once, at start.
-func expiryInEffect(ctx context.Context, coll *mongo.Collection) (mongostore.ExpiryMode, error) {
-	cursor, err := coll.Indexes().List(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("list the indexes of %s: %w", coll.Name(), err)
-	}
-	var specs []bson.Raw
-	if err := cursor.All(ctx, &specs); err != nil {
-		return 0, fmt.Errorf("list the indexes of %s: %w", coll.Name(), err)
-	}
-	for _, spec := range specs {
-		if isTTLIndexOn(spec, "expiresAt") {
-			return mongostore.ExpiryTTL, nil
-		}
-	}
-	return mongostore.ExpiryGC, nil
-}
-
-// isTTLIndexOn reports whether spec, as listIndexes returns it, is a TTL
-// index on field alone that deletes each document at the field's date
-// (expireAfterSeconds 0).
-func isTTLIndexOn(spec bson.Raw, field string) bool {
-	key, ok := spec.Lookup("key").DocumentOK()
-	if !ok {
-		return false
-	}
-	elems, err := key.Elements()
-	if err != nil || len(elems) != 1 || elems[0].Key() != field {
-		return false
-	}
-	ttl, err := spec.LookupErr("expireAfterSeconds")
-	if err != nil {
-		return false
-	}
-	seconds, ok := ttl.AsFloat64OK()
-	return ok && seconds == 0
 }
 
 // closeWithin calls close and waits at most d for it to return. After d it
