@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -124,6 +125,9 @@ func startTelemetry(ctx context.Context, cfg config, logger *slog.Logger) (*tele
 		otel.SetTracerProvider(tracers)
 		// Spans continue a trace that a request's traceparent header names.
 		otel.SetTextMapPropagator(propagation.TraceContext{})
+		logger.Info("telemetry: metrics at /metrics; traces sent with OTLP over HTTP to the endpoint of OTEL_EXPORTER_OTLP_*")
+	} else {
+		logger.Info("telemetry: metrics at /metrics; no traces (set OTEL_EXPORTER_OTLP_ENDPOINT to send them)")
 	}
 	return t, nil
 }
@@ -138,6 +142,13 @@ func (t *telemetry) Shutdown(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// shutdownWithin is Shutdown with d to do it, even once ctx is cancelled.
+func (t *telemetry) shutdownWithin(ctx context.Context, d time.Duration) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), d)
+	defer cancel()
+	return t.Shutdown(sctx)
 }
 
 // instrument wraps the app's handler h, served at addr, with otelhttp: a
