@@ -794,3 +794,66 @@ func TestSecureCookies(t *testing.T) {
 		t.Errorf("errors in the log:\n%s", app.logs)
 	}
 }
+
+// TestNotFound checks that a path the app does not serve gets its own 404
+// page, an HTML page in its layout with its style sheet and a viewport for
+// phones, that does not repeat the path; and that a path the app serves
+// with another method still gets 405 with the methods it allows.
+func TestNotFound(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, nil)
+	b := newBrowser(t, app.url)
+	b.login("demo", "demo") // the page is the same for everybody, and touches no session
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{http.MethodGet, "/no-such-page", http.StatusNotFound, ""},
+		{http.MethodGet, "/login/extra", http.StatusNotFound, ""},
+		{http.MethodGet, "/static/missing.css", http.StatusNotFound, ""},
+		{http.MethodGet, "/%3Cb%3Eplanted%3C/b%3E", http.StatusNotFound, ""},
+		{http.MethodPost, "/no-such-page", http.StatusNotFound, ""},
+		{http.MethodHead, "/no-such-page", http.StatusNotFound, ""},
+		{http.MethodGet, "/logout", http.StatusMethodNotAllowed, "POST"},
+		{http.MethodPost, "/", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{http.MethodGet, "/sessions/end", http.StatusMethodNotAllowed, "POST"},
+	} {
+		what := tc.method + " " + tc.path
+		var form url.Values
+		if tc.method == http.MethodPost {
+			form = url.Values{}
+		}
+		r := b.do(tc.method, tc.path, form, nil)
+		if r.status != tc.status || r.header.Get("Allow") != tc.allow {
+			t.Errorf("%s: %d, Allow %q; want %d, Allow %q", what, r.status, r.header.Get("Allow"), tc.status, tc.allow)
+		}
+		if c := r.header.Get("Set-Cookie"); c != "" {
+			t.Errorf("%s set a cookie: %s", what, c)
+		}
+		if tc.status != http.StatusNotFound || tc.method == http.MethodHead {
+			continue
+		}
+		if ct := r.header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
+			t.Errorf("%s: Content-Type %q, want an HTML page", what, ct)
+		}
+		if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+			t.Errorf("%s: Content-Security-Policy %q", what, csp)
+		}
+		for _, want := range []string{
+			`<meta name="viewport" content="width=device-width, initial-scale=1">`,
+			`<link rel="stylesheet" href="/static/style.css">`,
+			`<title>Page not found · mongostore example</title>`,
+			`<h1>Page not found</h1>`,
+			`<a href="/" id="home-link">`,
+		} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("%s: the page lacks %s:\n%s", what, want, r.body)
+			}
+		}
+		if strings.Contains(r.body, "planted") || strings.Contains(r.body, tc.path) {
+			t.Errorf("%s: the page repeats the path:\n%s", what, r.body)
+		}
+	}
+	wantStatus(t, "GET / after the 404s", b.get("/"), http.StatusOK, "")
+}

@@ -507,7 +507,7 @@ func (b *tab) checkLayout(name string, i int) layout {
 // Chromium on a phone's screen (390×844) and on a desktop's (1280×800),
 // takes a screenshot of each (see screenshotDir) and checks the layout
 // (see checkLayout): the login form, the form after a wrong password, the
-// home page and the page of sessions.
+// 404 page, the home page and the page of sessions.
 func TestBrowserScreenWidths(t *testing.T) {
 	t.Parallel()
 	chromiumPath(t) // before starting the app: skip (or fail) early
@@ -528,6 +528,8 @@ func TestBrowserScreenWidths(t *testing.T) {
 		anon.clickAndLoad(`form[action="/login"] button[type=submit]`)
 		anon.do("wait for the error", chromedp.WaitVisible(chromedp.CSS(".error")))
 		anon.checkLayout("login-error", i)
+		anon.do("open a page that does not exist", chromedp.Navigate(app.url+"/no-such-page"), chromedp.WaitVisible(chromedp.CSS("#home-link")))
+		anon.checkLayout("not-found", i)
 
 		b.setScreen(i)
 		for _, page := range []struct{ name, path, ready string }{
