@@ -503,11 +503,69 @@ func (b *tab) checkLayout(name string, i int) layout {
 	return got
 }
 
+// buttonStyle is a button of a page: its label and its colours, as the
+// browser computed them ("rgb(179, 38, 30)").
+type buttonStyle struct {
+	Label      string `json:"label"`
+	Background string `json:"background"`
+	Border     string `json:"border"`
+}
+
+const measureButtons = `[...document.querySelectorAll('button')].map(b => {
+	const s = getComputedStyle(b);
+	return {label: b.textContent.trim(), background: s.backgroundColor, border: s.borderTopColor};
+})`
+
+var rgbRE = regexp.MustCompile(`^rgba?\((\d+), (\d+), (\d+)(, [\d.]+)?\)$`)
+
+// hue says what colour a CSS colour the browser computed is: "red",
+// "green", "transparent" or "other".
+func hue(color string) string {
+	m := rgbRE.FindStringSubmatch(color)
+	if m == nil {
+		return "other"
+	}
+	if m[4] == ", 0" {
+		return "transparent"
+	}
+	var r, g, b int
+	fmt.Sscan(m[1]+" "+m[2]+" "+m[3], &r, &g, &b)
+	switch {
+	case r > 2*g && r > 2*b:
+		return "red"
+	case g > 2*r && g > b:
+		return "green"
+	}
+	return "other"
+}
+
+// checkButtons checks the colours of the buttons of the tab's page: the
+// ones that end a session (Log out, Sign out …) a red outline on no
+// background, the others green.
+func (b *tab) checkButtons(page string) {
+	b.t.Helper()
+	buttons, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]buttonStyle](measureButtons))
+	if err != nil {
+		b.t.Fatalf("%s: measure the buttons: %v", page, err)
+	}
+	for _, btn := range buttons {
+		want := [2]string{"green", "green"}
+		if strings.HasPrefix(btn.Label, "Log out") || strings.HasPrefix(btn.Label, "Sign out") {
+			want = [2]string{"transparent", "red"}
+		}
+		if got := [2]string{hue(btn.Background), hue(btn.Border)}; got != want {
+			b.t.Errorf("%s: button %q: background %s (%s), border %s (%s); want %s and %s",
+				page, btn.Label, btn.Background, got[0], btn.Border, got[1], want[0], want[1])
+		}
+	}
+}
+
 // TestBrowserScreenWidths lays out every page of the app in headless
 // Chromium on a phone's screen (390×844) and on a desktop's (1280×800),
 // takes a screenshot of each (see screenshotDir) and checks the layout
 // (see checkLayout): the login form, the form after a wrong password, the
-// 404 page, the home page and the page of sessions.
+// 404 page, the home page and the page of sessions; and the colours of
+// their buttons (see checkButtons).
 func TestBrowserScreenWidths(t *testing.T) {
 	t.Parallel()
 	chromiumPath(t) // before starting the app: skip (or fail) early
@@ -521,6 +579,7 @@ func TestBrowserScreenWidths(t *testing.T) {
 		anon.setScreen(i)
 		anon.do("open /login", chromedp.Navigate(app.url+"/login"), chromedp.WaitVisible(chromedp.CSS("#password")))
 		anon.checkLayout("login", i)
+		anon.checkButtons("login")
 		anon.do("fill in a wrong password",
 			chromedp.SendKeys(chromedp.CSS("#username"), "demo"),
 			chromedp.SendKeys(chromedp.CSS("#password"), "wrong"),
@@ -540,6 +599,7 @@ func TestBrowserScreenWidths(t *testing.T) {
 			if got := b.checkLayout(page.name, i); got.Pairs == 0 {
 				t.Errorf("%s page: no labels and values found", page.name)
 			}
+			b.checkButtons(page.name)
 		}
 	}
 }
