@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -35,6 +36,9 @@ func TestLoginHomeLogout(t *testing.T) {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("login page lacks %s", want)
 		}
+	}
+	if got := autofocused(t, r.body); got != "username" {
+		t.Errorf("login page: autofocus on %q, want username", got)
 	}
 	if got := r.header.Get("Set-Cookie"); got != "" {
 		t.Errorf("GET /login set a cookie before login: %s", got)
@@ -152,12 +156,15 @@ func TestWrongPassword(t *testing.T) {
 	app := startApp(t, nil)
 	b := newBrowser(t, app.url)
 
-	for _, tc := range []struct{ user, password string }{
-		{"demo", "wrong"},
-		{"nobody", "demo"},
-		{"demo", ""},
-		{"", ""},
-		{"demo", strings.Repeat("x", 100)},
+	// The focus goes to the field to fill in: the password, unless the
+	// user name is missing too.
+	for _, tc := range []struct{ user, password, focus string }{
+		{"demo", "wrong", "password"},
+		{"nobody", "demo", "password"},
+		{"demo", "", "password"},
+		{"", "", "username"},
+		{"", "demo", "username"},
+		{"demo", strings.Repeat("x", 100), "password"},
 	} {
 		r := b.post("/login", url.Values{"username": {tc.user}, "password": {tc.password}})
 		wantStatus(t, fmt.Sprintf("POST /login %q/%q", tc.user, tc.password), r, http.StatusUnauthorized, "")
@@ -167,6 +174,9 @@ func TestWrongPassword(t *testing.T) {
 		if !strings.Contains(r.body, fmt.Sprintf(`name="username" value="%s"`, tc.user)) {
 			t.Errorf("401 page does not keep the user name %q", tc.user)
 		}
+		if got := autofocused(t, r.body); got != tc.focus {
+			t.Errorf("401 page after %q/%q: autofocus on %q, want %q", tc.user, tc.password, got, tc.focus)
+		}
 		if c := r.header.Get("Set-Cookie"); c != "" {
 			t.Errorf("failed login set a cookie: %s", c)
 		}
@@ -175,6 +185,24 @@ func TestWrongPassword(t *testing.T) {
 	if n := app.countSessions(t); n != 0 {
 		t.Errorf("%d session documents after failed logins, want 0", n)
 	}
+}
+
+var inputRE = regexp.MustCompile(`<input id="([^"]+)"[^>]*>`)
+
+// autofocused returns the id of the only input of a page with the
+// attribute autofocus, and fails the test unless there is exactly one.
+func autofocused(t *testing.T, body string) string {
+	t.Helper()
+	var ids []string
+	for _, m := range inputRE.FindAllStringSubmatch(body, -1) {
+		if slices.Contains(strings.Fields(strings.TrimSuffix(m[0], ">")), "autofocus") {
+			ids = append(ids, m[1])
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("%d inputs with autofocus (%q), want 1:\n%s", len(ids), ids, body)
+	}
+	return ids[0]
 }
 
 func TestTamperedCookie(t *testing.T) {

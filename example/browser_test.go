@@ -560,12 +560,26 @@ func (b *tab) checkButtons(page string) {
 	}
 }
 
+// wantFocus checks that the element with the focus on the tab's page is
+// the one whose id is id.
+func (b *tab) wantFocus(page, id string) {
+	b.t.Helper()
+	got, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.activeElement ? document.activeElement.id : ""`))
+	if err != nil {
+		b.t.Fatalf("%s: the focused element: %v", page, err)
+	}
+	if got != id {
+		b.t.Errorf("%s: the focus is on #%s, want #%s", page, got, id)
+	}
+}
+
 // TestBrowserScreenWidths lays out every page of the app in headless
 // Chromium on a phone's screen (390×844) and on a desktop's (1280×800),
 // takes a screenshot of each (see screenshotDir) and checks the layout
 // (see checkLayout): the login form, the form after a wrong password, the
-// 404 page, the home page and the page of sessions; and the colours of
-// their buttons (see checkButtons).
+// 404 page, the home page and the page of sessions; the colours of their
+// buttons (see checkButtons); and which field of the login form has the
+// focus: the user name's, the password's after a wrong password.
 func TestBrowserScreenWidths(t *testing.T) {
 	t.Parallel()
 	chromiumPath(t) // before starting the app: skip (or fail) early
@@ -580,6 +594,7 @@ func TestBrowserScreenWidths(t *testing.T) {
 		anon.do("open /login", chromedp.Navigate(app.url+"/login"), chromedp.WaitVisible(chromedp.CSS("#password")))
 		anon.checkLayout("login", i)
 		anon.checkButtons("login")
+		anon.wantFocus("the login form", "username")
 		anon.do("fill in a wrong password",
 			chromedp.SendKeys(chromedp.CSS("#username"), "demo"),
 			chromedp.SendKeys(chromedp.CSS("#password"), "wrong"),
@@ -587,6 +602,7 @@ func TestBrowserScreenWidths(t *testing.T) {
 		anon.clickAndLoad(`form[action="/login"] button[type=submit]`)
 		anon.do("wait for the error", chromedp.WaitVisible(chromedp.CSS(".error")))
 		anon.checkLayout("login-error", i)
+		anon.wantFocus("the login form after a wrong password", "password")
 		anon.do("open a page that does not exist", chromedp.Navigate(app.url+"/no-such-page"), chromedp.WaitVisible(chromedp.CSS("#home-link")))
 		anon.checkLayout("not-found", i)
 
