@@ -365,7 +365,7 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	// (/sessions), with a label of the device made from the User-Agent:
 	// the kind of browser and system only.
 	mongostore.SetOwner(sess, name, deviceLabel(r.UserAgent()))
-	sess.AddFlash("Welcome, " + name + "! You are logged in.")
+	sess.AddFlash("Welcome, " + name + "!") // the page says who is logged in
 	// The middleware stores the session, under a fresh ID, and sets its
 	// cookie before the redirect goes out.
 	a.logger.Info("login", "user", name)

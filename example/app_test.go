@@ -56,7 +56,7 @@ func TestLoginHomeLogout(t *testing.T) {
 
 	r = b.get("/")
 	wantStatus(t, "GET / after login", r, http.StatusOK, "")
-	for _, want := range []string{`<strong id="current-user">demo</strong>`, "Welcome, demo! You are logged in.", "Expires if you stay idle"} {
+	for _, want := range []string{`<strong id="current-user">demo</strong>`, "<p class=\"flash\" role=\"status\">Welcome, demo!</p>", "Expires if you stay idle"} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("home page lacks %q:\n%s", want, r.body)
 		}
@@ -806,7 +806,7 @@ func TestSecureCookies(t *testing.T) {
 	}
 	r = b.get("/")
 	wantStatus(t, "GET / over HTTPS", r, http.StatusOK, "")
-	if !strings.Contains(r.body, "Welcome, demo! You are logged in.") {
+	if !strings.Contains(r.body, "Welcome, demo!") {
 		t.Errorf("home page over HTTPS:\n%s", r.body)
 	}
 	wantStatus(t, "POST /logout over HTTPS", b.post("/logout", nil), http.StatusSeeOther, "/login")

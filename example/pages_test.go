@@ -1,12 +1,15 @@
 package main
 
 import (
+	"fmt"
 	"html"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // shownPage is a page of the app as a test saw it, in one of the states
@@ -97,5 +100,116 @@ func TestButtonStyles(t *testing.T) {
 	}
 	if rule := regexp.MustCompile(`button\.danger \{[^}]*border-color: #b3261e;`); !rule.Match(css) {
 		t.Errorf("style.css has no red outline for button.danger")
+	}
+}
+
+var (
+	headRE     = regexp.MustCompile(`(?s)<head>.*?</head>`)
+	blockTagRE = regexp.MustCompile(`</?(?:html|body|main|footer|div|form|ul|li|dl|dt|dd|h1|h2|p|label|button)\b[^>]*>`)
+	tagRE      = regexp.MustCompile(`<[^>]*>`)
+	sentenceRE = regexp.MustCompile(`\S.*?[.!?](?:\s|$)`)
+)
+
+// textLines returns the text of an HTML page's body as a person reads it:
+// one line per block (paragraph, heading, list item, button…).
+func textLines(body string) []string {
+	body = headRE.ReplaceAllString(body, "")
+	body = strings.Join(strings.Fields(body), " ") // the source's line breaks are spaces
+	body = blockTagRE.ReplaceAllString(body, "\n")
+	body = html.UnescapeString(tagRE.ReplaceAllString(body, ""))
+	var lines []string
+	for line := range strings.SplitSeq(body, "\n") {
+		if line = strings.Join(strings.Fields(line), " "); line != "" {
+			lines = append(lines, line)
+		}
+	}
+	return lines
+}
+
+// repeatedSentences returns what the sentences of lines (the text of a
+// page, one block per line; a sentence ends with . ! or ?) say twice: a
+// sentence said twice, or a run of four words that two sentences share
+// ("You are logged in." and "You are logged in as demo.").
+func repeatedSentences(lines []string) []string {
+	var sentences [][]string // their words, lower case
+	var texts []string
+	for _, line := range lines {
+		for _, s := range sentenceRE.FindAllString(line, -1) {
+			texts = append(texts, strings.TrimSpace(s))
+			sentences = append(sentences, words(s))
+		}
+	}
+	var out []string
+	for i := range sentences {
+		for j := range i {
+			if run := sharedRun(sentences[i], sentences[j], 4); run != "" {
+				out = append(out, fmt.Sprintf("%q and %q both say %q", texts[j], texts[i], run))
+			}
+		}
+	}
+	return out
+}
+
+// words returns the words of sentence s, in lower case, without the
+// punctuation around them: a user name or an address is one word.
+func words(s string) []string {
+	var out []string
+	for _, f := range strings.Fields(strings.ToLower(s)) {
+		if w := strings.TrimFunc(f, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsNumber(r) }); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// sharedRun returns the first run of n words of a that b has too, or "";
+// a sentence of fewer than n words counts as a run if b is the same.
+func sharedRun(a, b []string, n int) string {
+	if len(a) < n || len(b) < n {
+		if slices.Equal(a, b) {
+			return strings.Join(a, " ")
+		}
+		return ""
+	}
+	for i := 0; i+n <= len(a); i++ {
+		for j := 0; j+n <= len(b); j++ {
+			if slices.Equal(a[i:i+n], b[j:j+n]) {
+				return strings.Join(a[i:i+n], " ")
+			}
+		}
+	}
+	return ""
+}
+
+// TestPagesSayThingsOnce checks that no page, in any of its states, says
+// the same thing twice (see repeatedSentences).
+func TestPagesSayThingsOnce(t *testing.T) {
+	t.Parallel()
+	for _, p := range everyPage(t) {
+		lines := textLines(p.body)
+		for _, r := range repeatedSentences(lines) {
+			t.Errorf("%s: %s", p.name, r)
+		}
+		t.Logf("%s:\n\t%s", p.name, strings.Join(lines, "\n\t"))
+	}
+}
+
+func TestRepeatedSentences(t *testing.T) {
+	for _, tc := range []struct {
+		lines []string
+		want  int
+	}{
+		{[]string{"Welcome, demo! You are logged in.", "You are logged in as demo."}, 1},
+		{[]string{"Signed out Firefox on Linux.", "Signed out Firefox on Linux."}, 1},
+		{[]string{"Log in", "Log in"}, 0}, // a heading and a button: not sentences
+		{[]string{"Done.", "Done!"}, 1},
+		{[]string{"Started", "Mon 2 Jan 2006 15:04:05 CET", "Started", "Mon 2 Jan 2006 15:04:05 CET"}, 0},
+		{[]string{"You are logged in as demo.", "You are not logged in anywhere else.", "Sessions are kept in MongoDB by mongostore."}, 0},
+		{[]string{"The server at 127.0.0.1:27018 answers. So the server at 127.0.0.1:27018 is up."}, 1}, // one line, two sentences
+		{[]string{"Welcome, a.b.c.d.e!", "You are logged in as a.b.c.d.e."}, 0},                         // a name is one word
+	} {
+		if got := repeatedSentences(tc.lines); len(got) != tc.want {
+			t.Errorf("repeatedSentences(%q) = %q, want %d", tc.lines, got, tc.want)
+		}
 	}
 }
