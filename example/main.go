@@ -30,6 +30,10 @@
 //	                 named __Host-session; set it behind HTTPS (default
 //	                 false, for plain http://127.0.0.1)
 //	DEMO_USERS       extra users, as name:password,name:password
+//	TRUSTED_PROXIES  the proxies in front of the app, IP addresses and CIDR
+//	                 prefixes, comma-separated: the telemetry takes the
+//	                 client's address from their X-Forwarded-For (default
+//	                 none: the client is the TCP peer)
 //	OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
 //	                 either set: a span for each request (and the store's
 //	                 own) is sent there with OTLP over HTTP; the exporter
@@ -54,6 +58,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
@@ -111,6 +116,11 @@ type config struct {
 	CookieSecure bool
 	// Users are the accounts that may log in: demo and DEMO_USERS.
 	Users []credential
+	// TrustedProxies are the proxies whose X-Forwarded-For header the
+	// telemetry believes, to record the client's address
+	// (TRUSTED_PROXIES: IP addresses and CIDR prefixes, comma-separated).
+	// None: the client is the TCP peer.
+	TrustedProxies []netip.Prefix
 	// OTLPTraces exports traces over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT or
 	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set; the exporter reads them).
 	OTLPTraces bool
@@ -153,6 +163,9 @@ func loadConfig(getenv func(string) string) (config, error) {
 		if _, err := net.ResolveTCPAddr("tcp", cfg.EmbeddedAddr); err != nil {
 			return config{}, fmt.Errorf("EMBEDDED_DB_ADDR: %w", err)
 		}
+	}
+	if cfg.TrustedProxies, err = parseProxies(getenv("TRUSTED_PROXIES")); err != nil {
+		return config{}, fmt.Errorf("TRUSTED_PROXIES: %w", err)
 	}
 	if cfg.Users, err = parseUsers(getenv("DEMO_USERS")); err != nil {
 		return config{}, fmt.Errorf("DEMO_USERS: %w", err)
