@@ -101,8 +101,10 @@ type app struct {
 //	GET  /metrics              the metrics, in the Prometheus text format (if opts.Metrics)
 //	GET  /static/style.css
 //
-// Cross-origin POSTs are refused with 403 (http.CrossOriginProtection), and
-// every response carries security headers.
+// Any other path gets the 404 page, in the app's layout (a path above with
+// another method, 405). Cross-origin POSTs are refused with 403
+// (http.CrossOriginProtection), and every response carries security
+// headers.
 func newApp(opts appOptions) (http.Handler, error) {
 	if opts.Store == nil || opts.Users == nil || opts.Ping == nil || opts.Logger == nil {
 		return nil, errors.New("newApp: Store, Users, Ping and Logger are required")
@@ -114,20 +116,11 @@ func newApp(opts appOptions) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	flashes := sessions.NewCookieStore(deriveKey(opts.SessionKey, "flash cookie"))
-	flashes.Options = &sessions.Options{
-		Path:     "/",
-		MaxAge:   flashMaxAge,
-		HttpOnly: true,
-		Secure:   opts.Store.Options.Secure,
-		SameSite: http.SameSiteLaxMode,
-	}
-	flashes.MaxAge(flashMaxAge)
 	a := &app{
 		store:       opts.Store,
 		sessionName: sessionName,
 		flashName:   flashName,
-		flashes:     flashes,
+		flashes:     newFlashStore(opts.SessionKey, opts.Store.Options.Secure),
 		users:       opts.Users,
 		ping:        opts.Ping,
 		logger:      opts.Logger,
@@ -139,13 +132,34 @@ func newApp(opts appOptions) (http.Handler, error) {
 	if opts.Store.Options.Secure {
 		a.sessionName, a.flashName = hostPrefix+sessionName, hostPrefix+flashName
 	}
+	csrf := http.NewCrossOriginProtection()
+	csrf.SetDenyHandler(http.HandlerFunc(a.crossOriginDenied))
+	return securityHeaders(csrf.Handler(a.routes(opts.Metrics))), nil
+}
 
+// newFlashStore returns the store of the flash cookies, signed with a key
+// derived from the session key, Secure when the session cookie is.
+func newFlashStore(sessionKey []byte, secure bool) *sessions.CookieStore {
+	flashes := sessions.NewCookieStore(deriveKey(sessionKey, "flash cookie"))
+	flashes.Options = &sessions.Options{
+		Path:     "/",
+		MaxAge:   flashMaxAge,
+		HttpOnly: true,
+		Secure:   secure,
+		SameSite: http.SameSiteLaxMode,
+	}
+	flashes.MaxAge(flashMaxAge)
+	return flashes
+}
+
+// routes returns the app's routes (see newApp); metrics, if not nil,
+// serves GET /metrics.
+func (a *app) routes(metrics http.Handler) *http.ServeMux {
 	// A session that is only read is written again (to slide its expiry)
 	// once per touch interval (Config.TouchInterval): by default a tenth of
 	// its max age, at most a minute. A nil error handler logs a failed load
 	// or save and answers 500 (409 for a session ended meanwhile).
-	withSession := opts.Store.Middleware(a.sessionName, nil)
-
+	withSession := a.store.Middleware(a.sessionName, nil)
 	mux := http.NewServeMux()
 	mux.Handle("GET /login", withSession(http.HandlerFunc(a.loginForm)))
 	mux.Handle("POST /login", withSession(http.HandlerFunc(a.login)))
@@ -155,17 +169,46 @@ func newApp(opts appOptions) (http.Handler, error) {
 	mux.Handle("POST /sessions/end", withSession(http.HandlerFunc(a.endSession)))
 	mux.Handle("POST /sessions/end-others", withSession(http.HandlerFunc(a.endOtherSessions)))
 	mux.HandleFunc("GET /healthz", a.healthz)
-	if opts.Metrics != nil {
-		mux.Handle("GET /metrics", opts.Metrics)
+	if metrics != nil {
+		mux.Handle("GET /metrics", metrics)
 	}
 	mux.HandleFunc("GET /static/style.css", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", fmt.Sprintf("public, max-age=%d", cssCacheAge))
 		http.ServeFileFS(w, r, staticFS, "static/style.css")
 	})
+	mux.Handle("/", a.notFound(mux))
+	return mux
+}
 
-	csrf := http.NewCrossOriginProtection()
-	csrf.SetDenyHandler(http.HandlerFunc(a.crossOriginDenied))
-	return securityHeaders(csrf.Handler(mux)), nil
+// notFound answers the requests that no other route of mux takes: the 404
+// page, or 405 with the Allow header for a path that routes serve with
+// other methods only (what mux would answer without this catch-all).
+func (a *app) notFound(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if allow := allowedMethods(mux, r); len(allow) > 0 {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			http.Error(w, http.StatusText(http.StatusMethodNotAllowed), http.StatusMethodNotAllowed)
+			return
+		}
+		a.render(w, http.StatusNotFound, "notfound", notFoundPage{})
+	})
+}
+
+// allowedMethods returns the methods for which a route of mux other than
+// the catch-all "/" serves the path of r.
+func allowedMethods(mux *http.ServeMux, r *http.Request) []string {
+	var allow []string
+	for _, method := range []string{http.MethodGet, http.MethodPost} {
+		probe := &http.Request{Method: method, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := mux.Handler(probe); pattern == "" || pattern == "/" {
+			continue
+		}
+		allow = append(allow, method)
+		if method == http.MethodGet {
+			allow = append(allow, http.MethodHead)
+		}
+	}
+	return allow
 }
 
 // parsePages parses each page's template together with the layout.
@@ -180,7 +223,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"breakAfterSlashes": breakAfterSlashes,
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"login", "home", "sessions"} {
+	for _, name := range []string{"login", "home", "sessions", "notfound"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("parse template %s: %w", name, err)
@@ -220,6 +263,11 @@ type loginPage struct {
 	Flashes  []string
 	Username string
 	Error    string
+}
+
+// notFoundPage is the data of the 404 page.
+type notFoundPage struct {
+	Flashes []string // none: the layout shows them
 }
 
 // homePage is the data of the page of a logged-in user.
@@ -317,7 +365,7 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	// (/sessions), with a label of the device made from the User-Agent:
 	// the kind of browser and system only.
 	mongostore.SetOwner(sess, name, deviceLabel(r.UserAgent()))
-	sess.AddFlash("Welcome, " + name + "! You are logged in.")
+	sess.AddFlash("Welcome, " + name + "!") // the page says who is logged in
 	// The middleware stores the session, under a fresh ID, and sets its
 	// cookie before the redirect goes out.
 	a.logger.Info("login", "user", name)

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,9 @@ func TestLoginHomeLogout(t *testing.T) {
 			t.Errorf("login page lacks %s", want)
 		}
 	}
+	if got := autofocused(t, r.body); got != "username" {
+		t.Errorf("login page: autofocus on %q, want username", got)
+	}
 	if got := r.header.Get("Set-Cookie"); got != "" {
 		t.Errorf("GET /login set a cookie before login: %s", got)
 	}
@@ -52,7 +56,7 @@ func TestLoginHomeLogout(t *testing.T) {
 
 	r = b.get("/")
 	wantStatus(t, "GET / after login", r, http.StatusOK, "")
-	for _, want := range []string{`<strong id="current-user">demo</strong>`, "Welcome, demo! You are logged in.", "Expires if you stay idle"} {
+	for _, want := range []string{`<strong id="current-user">demo</strong>`, "<p class=\"flash\" role=\"status\">Welcome, demo!</p>", "Expires if you stay idle"} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("home page lacks %q:\n%s", want, r.body)
 		}
@@ -152,12 +156,15 @@ func TestWrongPassword(t *testing.T) {
 	app := startApp(t, nil)
 	b := newBrowser(t, app.url)
 
-	for _, tc := range []struct{ user, password string }{
-		{"demo", "wrong"},
-		{"nobody", "demo"},
-		{"demo", ""},
-		{"", ""},
-		{"demo", strings.Repeat("x", 100)},
+	// The focus goes to the field to fill in: the password, unless the
+	// user name is missing too.
+	for _, tc := range []struct{ user, password, focus string }{
+		{"demo", "wrong", "password"},
+		{"nobody", "demo", "password"},
+		{"demo", "", "password"},
+		{"", "", "username"},
+		{"", "demo", "username"},
+		{"demo", strings.Repeat("x", 100), "password"},
 	} {
 		r := b.post("/login", url.Values{"username": {tc.user}, "password": {tc.password}})
 		wantStatus(t, fmt.Sprintf("POST /login %q/%q", tc.user, tc.password), r, http.StatusUnauthorized, "")
@@ -167,6 +174,9 @@ func TestWrongPassword(t *testing.T) {
 		if !strings.Contains(r.body, fmt.Sprintf(`name="username" value="%s"`, tc.user)) {
 			t.Errorf("401 page does not keep the user name %q", tc.user)
 		}
+		if got := autofocused(t, r.body); got != tc.focus {
+			t.Errorf("401 page after %q/%q: autofocus on %q, want %q", tc.user, tc.password, got, tc.focus)
+		}
 		if c := r.header.Get("Set-Cookie"); c != "" {
 			t.Errorf("failed login set a cookie: %s", c)
 		}
@@ -175,6 +185,24 @@ func TestWrongPassword(t *testing.T) {
 	if n := app.countSessions(t); n != 0 {
 		t.Errorf("%d session documents after failed logins, want 0", n)
 	}
+}
+
+var inputRE = regexp.MustCompile(`<input id="([^"]+)"[^>]*>`)
+
+// autofocused returns the id of the only input of a page with the
+// attribute autofocus, and fails the test unless there is exactly one.
+func autofocused(t *testing.T, body string) string {
+	t.Helper()
+	var ids []string
+	for _, m := range inputRE.FindAllStringSubmatch(body, -1) {
+		if slices.Contains(strings.Fields(strings.TrimSuffix(m[0], ">")), "autofocus") {
+			ids = append(ids, m[1])
+		}
+	}
+	if len(ids) != 1 {
+		t.Fatalf("%d inputs with autofocus (%q), want 1:\n%s", len(ids), ids, body)
+	}
+	return ids[0]
 }
 
 func TestTamperedCookie(t *testing.T) {
@@ -778,7 +806,7 @@ func TestSecureCookies(t *testing.T) {
 	}
 	r = b.get("/")
 	wantStatus(t, "GET / over HTTPS", r, http.StatusOK, "")
-	if !strings.Contains(r.body, "Welcome, demo! You are logged in.") {
+	if !strings.Contains(r.body, "Welcome, demo!") {
 		t.Errorf("home page over HTTPS:\n%s", r.body)
 	}
 	wantStatus(t, "POST /logout over HTTPS", b.post("/logout", nil), http.StatusSeeOther, "/login")
@@ -793,4 +821,67 @@ func TestSecureCookies(t *testing.T) {
 	if strings.Contains(app.logs.String(), "level=ERROR") {
 		t.Errorf("errors in the log:\n%s", app.logs)
 	}
+}
+
+// TestNotFound checks that a path the app does not serve gets its own 404
+// page, an HTML page in its layout with its style sheet and a viewport for
+// phones, that does not repeat the path; and that a path the app serves
+// with another method still gets 405 with the methods it allows.
+func TestNotFound(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, nil)
+	b := newBrowser(t, app.url)
+	b.login("demo", "demo") // the page is the same for everybody, and touches no session
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		allow        string
+	}{
+		{http.MethodGet, "/no-such-page", http.StatusNotFound, ""},
+		{http.MethodGet, "/login/extra", http.StatusNotFound, ""},
+		{http.MethodGet, "/static/missing.css", http.StatusNotFound, ""},
+		{http.MethodGet, "/%3Cb%3Eplanted%3C/b%3E", http.StatusNotFound, ""},
+		{http.MethodPost, "/no-such-page", http.StatusNotFound, ""},
+		{http.MethodHead, "/no-such-page", http.StatusNotFound, ""},
+		{http.MethodGet, "/logout", http.StatusMethodNotAllowed, "POST"},
+		{http.MethodPost, "/", http.StatusMethodNotAllowed, "GET, HEAD"},
+		{http.MethodGet, "/sessions/end", http.StatusMethodNotAllowed, "POST"},
+	} {
+		what := tc.method + " " + tc.path
+		var form url.Values
+		if tc.method == http.MethodPost {
+			form = url.Values{}
+		}
+		r := b.do(tc.method, tc.path, form, nil)
+		if r.status != tc.status || r.header.Get("Allow") != tc.allow {
+			t.Errorf("%s: %d, Allow %q; want %d, Allow %q", what, r.status, r.header.Get("Allow"), tc.status, tc.allow)
+		}
+		if c := r.header.Get("Set-Cookie"); c != "" {
+			t.Errorf("%s set a cookie: %s", what, c)
+		}
+		if tc.status != http.StatusNotFound || tc.method == http.MethodHead {
+			continue
+		}
+		if ct := r.header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
+			t.Errorf("%s: Content-Type %q, want an HTML page", what, ct)
+		}
+		if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
+			t.Errorf("%s: Content-Security-Policy %q", what, csp)
+		}
+		for _, want := range []string{
+			`<meta name="viewport" content="width=device-width, initial-scale=1">`,
+			`<link rel="stylesheet" href="/static/style.css">`,
+			`<title>Page not found · mongostore example</title>`,
+			`<h1>Page not found</h1>`,
+			`<a href="/" id="home-link">`,
+		} {
+			if !strings.Contains(r.body, want) {
+				t.Errorf("%s: the page lacks %s:\n%s", what, want, r.body)
+			}
+		}
+		if strings.Contains(r.body, "planted") || strings.Contains(r.body, tc.path) {
+			t.Errorf("%s: the page repeats the path:\n%s", what, r.body)
+		}
+	}
+	wantStatus(t, "GET / after the 404s", b.get("/"), http.StatusOK, "")
 }

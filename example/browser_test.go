@@ -247,7 +247,7 @@ func TestBrowserLoginLogout(t *testing.T) {
 	b.screenshot("1-login.png")
 
 	b.login(app.url, "demo", "demo")
-	if got := b.text("main"); !strings.Contains(got, "Welcome, demo! You are logged in.") || !strings.Contains(got, "Expires if you stay idle") {
+	if got := b.text("main"); !strings.Contains(got, "Welcome, demo!") || !strings.Contains(got, "Expires if you stay idle") {
 		t.Errorf("home page text:\n%s", got)
 	}
 	b.screenshot("2-home.png")
@@ -466,7 +466,8 @@ func (b *tab) setScreen(i int) {
 }
 
 // checkLayout measures the layout of the tab's page, on screen i of
-// screens, takes its screenshot (name-WIDTH.png), and checks it: the page
+// screens, takes its screenshot (name-WIDTH.png), and checks it: no
+// sentence says again what another says (see repeatedSentences), the page
 // does not scroll sideways, no text sticks out of the page's box, no time
 // takes two lines, no word is split across lines unless it is wider than
 // its box, and the lists of facts have their labels above their values on
@@ -481,6 +482,13 @@ func (b *tab) checkLayout(name string, i int) layout {
 	}
 	b.screenshot(fmt.Sprintf("%s-%d.png", name, s.width))
 	b.t.Logf("%s: %+v", what, got)
+	text, err := chromedp.Run(b.ctx, chromedp.Evaluate[string]("document.body.innerText"))
+	if err != nil {
+		b.t.Fatalf("%s: the page's text: %v", what, err)
+	}
+	for _, r := range repeatedSentences(strings.Split(text, "\n")) {
+		b.t.Errorf("%s: %s", what, r)
+	}
 	if got.ScrollWidth > got.InnerWidth {
 		b.t.Errorf("%s: the page scrolls sideways: %d px wide in a %d px window", what, got.ScrollWidth, got.InnerWidth)
 	}
@@ -503,11 +511,83 @@ func (b *tab) checkLayout(name string, i int) layout {
 	return got
 }
 
+// buttonStyle is a button of a page: its label and its colours, as the
+// browser computed them ("rgb(179, 38, 30)").
+type buttonStyle struct {
+	Label      string `json:"label"`
+	Background string `json:"background"`
+	Border     string `json:"border"`
+}
+
+const measureButtons = `[...document.querySelectorAll('button')].map(b => {
+	const s = getComputedStyle(b);
+	return {label: b.textContent.trim(), background: s.backgroundColor, border: s.borderTopColor};
+})`
+
+var rgbRE = regexp.MustCompile(`^rgba?\((\d+), (\d+), (\d+)(, [\d.]+)?\)$`)
+
+// hue says what colour a CSS colour the browser computed is: "red",
+// "green", "transparent" or "other".
+func hue(color string) string {
+	m := rgbRE.FindStringSubmatch(color)
+	if m == nil {
+		return "other"
+	}
+	if m[4] == ", 0" {
+		return "transparent"
+	}
+	var r, g, b int
+	fmt.Sscan(m[1]+" "+m[2]+" "+m[3], &r, &g, &b)
+	switch {
+	case r > 2*g && r > 2*b:
+		return "red"
+	case g > 2*r && g > b:
+		return "green"
+	}
+	return "other"
+}
+
+// checkButtons checks the colours of the buttons of the tab's page: the
+// ones that end a session (Log out, Sign out …) a red outline on no
+// background, the others green.
+func (b *tab) checkButtons(page string) {
+	b.t.Helper()
+	buttons, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]buttonStyle](measureButtons))
+	if err != nil {
+		b.t.Fatalf("%s: measure the buttons: %v", page, err)
+	}
+	for _, btn := range buttons {
+		want := [2]string{"green", "green"}
+		if strings.HasPrefix(btn.Label, "Log out") || strings.HasPrefix(btn.Label, "Sign out") {
+			want = [2]string{"transparent", "red"}
+		}
+		if got := [2]string{hue(btn.Background), hue(btn.Border)}; got != want {
+			b.t.Errorf("%s: button %q: background %s (%s), border %s (%s); want %s and %s",
+				page, btn.Label, btn.Background, got[0], btn.Border, got[1], want[0], want[1])
+		}
+	}
+}
+
+// wantFocus checks that the element with the focus on the tab's page is
+// the one whose id is id.
+func (b *tab) wantFocus(page, id string) {
+	b.t.Helper()
+	got, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.activeElement ? document.activeElement.id : ""`))
+	if err != nil {
+		b.t.Fatalf("%s: the focused element: %v", page, err)
+	}
+	if got != id {
+		b.t.Errorf("%s: the focus is on #%s, want #%s", page, got, id)
+	}
+}
+
 // TestBrowserScreenWidths lays out every page of the app in headless
 // Chromium on a phone's screen (390×844) and on a desktop's (1280×800),
 // takes a screenshot of each (see screenshotDir) and checks the layout
 // (see checkLayout): the login form, the form after a wrong password, the
-// home page and the page of sessions.
+// 404 page, the home page and the page of sessions; the colours of their
+// buttons (see checkButtons); and which field of the login form has the
+// focus: the user name's, the password's after a wrong password.
 func TestBrowserScreenWidths(t *testing.T) {
 	t.Parallel()
 	chromiumPath(t) // before starting the app: skip (or fail) early
@@ -521,6 +601,8 @@ func TestBrowserScreenWidths(t *testing.T) {
 		anon.setScreen(i)
 		anon.do("open /login", chromedp.Navigate(app.url+"/login"), chromedp.WaitVisible(chromedp.CSS("#password")))
 		anon.checkLayout("login", i)
+		anon.checkButtons("login")
+		anon.wantFocus("the login form", "username")
 		anon.do("fill in a wrong password",
 			chromedp.SendKeys(chromedp.CSS("#username"), "demo"),
 			chromedp.SendKeys(chromedp.CSS("#password"), "wrong"),
@@ -528,6 +610,9 @@ func TestBrowserScreenWidths(t *testing.T) {
 		anon.clickAndLoad(`form[action="/login"] button[type=submit]`)
 		anon.do("wait for the error", chromedp.WaitVisible(chromedp.CSS(".error")))
 		anon.checkLayout("login-error", i)
+		anon.wantFocus("the login form after a wrong password", "password")
+		anon.do("open a page that does not exist", chromedp.Navigate(app.url+"/no-such-page"), chromedp.WaitVisible(chromedp.CSS("#home-link")))
+		anon.checkLayout("not-found", i)
 
 		b.setScreen(i)
 		for _, page := range []struct{ name, path, ready string }{
@@ -538,6 +623,7 @@ func TestBrowserScreenWidths(t *testing.T) {
 			if got := b.checkLayout(page.name, i); got.Pairs == 0 {
 				t.Errorf("%s page: no labels and values found", page.name)
 			}
+			b.checkButtons(page.name)
 		}
 	}
 }
@@ -572,7 +658,7 @@ func TestBrowserLongContent(t *testing.T) {
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		a.render(w, http.StatusOK, "home", homePage{
-			Flashes: []string{"Welcome, " + longName + "! You are logged in."}, Username: longName,
+			Flashes: []string{"Welcome, " + longName + "!"}, Username: longName,
 			Times: times(0), AbsoluteExpiresAt: now.Add(sessionLifetime),
 			Expiry: mode, ExpiryHow: how, Server: "embedded FerretDB (SQLite) in " + dataDir,
 		})

@@ -7,7 +7,8 @@
 // all their devices and ends any of them, and a logout button. With no
 // database configured it starts an embedded MongoDB-compatible server
 // (FerretDB with SQLite) whose files live in DATA_DIR, so it runs with
-// nothing installed, and prints its address for mongosh.
+// nothing installed, and prints its address for mongosh: the same address
+// at every start with the same DATA_DIR.
 //
 // Environment:
 //
@@ -16,6 +17,10 @@
 //	DATA_DIR         the embedded server's files and the session key file
 //	                 (default .data, relative to the directory the app runs
 //	                 in); the key file lives there even with MONGODB_URI
+//	EMBEDDED_DB_ADDR the embedded server's address; unset: the one saved
+//	                 in DATA_DIR at an earlier start, else 127.0.0.1:27018,
+//	                 or a free port when that one is taken (saved for the
+//	                 next starts)
 //	DB_NAME          database name (default mongostore_example)
 //	SESSION_KEY      hex key that signs session cookies, at least 32 bytes;
 //	                 unset: a key generated at the first start and kept in
@@ -25,6 +30,10 @@
 //	                 named __Host-session; set it behind HTTPS (default
 //	                 false, for plain http://127.0.0.1)
 //	DEMO_USERS       extra users, as name:password,name:password
+//	TRUSTED_PROXIES  the proxies in front of the app, IP addresses and CIDR
+//	                 prefixes, comma-separated: the telemetry takes the
+//	                 client's address from their X-Forwarded-For (default
+//	                 none: the client is the TCP peer)
 //	OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
 //	                 either set: a span for each request (and the store's
 //	                 own) is sent there with OTLP over HTTP; the exporter
@@ -49,19 +58,16 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/mongostore/mongostore"
-	"github.com/mongostore/mongostore/embeddb"
-	"go.mongodb.org/mongo-driver/v2/bson"
-	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 )
@@ -91,6 +97,11 @@ type config struct {
 	// DataDir holds the embedded server's files and, when SessionKey is
 	// empty, the session key file (DATA_DIR).
 	DataDir string
+	// EmbeddedAddr is the embedded server's TCP address (EMBEDDED_DB_ADDR).
+	// Empty: the address saved in DataDir at an earlier start, else
+	// defaultEmbeddedAddr, or a free port when that one is taken (see
+	// embeddedAddr). Port 0 picks a free port at each start.
+	EmbeddedAddr string
 	// DBName is the database that holds the sessions collection (DB_NAME).
 	DBName string
 	// SessionKey signs the session cookies (SESSION_KEY, hex). Empty: the
@@ -105,6 +116,11 @@ type config struct {
 	CookieSecure bool
 	// Users are the accounts that may log in: demo and DEMO_USERS.
 	Users []credential
+	// TrustedProxies are the proxies whose X-Forwarded-For header the
+	// telemetry believes, to record the client's address
+	// (TRUSTED_PROXIES: IP addresses and CIDR prefixes, comma-separated).
+	// None: the client is the TCP peer.
+	TrustedProxies []netip.Prefix
 	// OTLPTraces exports traces over OTLP (OTEL_EXPORTER_OTLP_ENDPOINT or
 	// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set; the exporter reads them).
 	OTLPTraces bool
@@ -123,52 +139,71 @@ type config struct {
 // loadConfig reads the configuration from the environment through getenv.
 func loadConfig(getenv func(string) string) (config, error) {
 	cfg := config{
-		Addr:     cmpOr(getenv("ADDR"), defaultAddr),
-		MongoURI: getenv("MONGODB_URI"),
-		DataDir:  cmpOr(getenv("DATA_DIR"), defaultDataDir),
-		DBName:   cmpOr(getenv("DB_NAME"), defaultDBName),
-		MaxAge:   defaultMaxAge,
+		Addr:         cmpOr(getenv("ADDR"), defaultAddr),
+		MongoURI:     getenv("MONGODB_URI"),
+		DataDir:      cmpOr(getenv("DATA_DIR"), defaultDataDir),
+		EmbeddedAddr: getenv("EMBEDDED_DB_ADDR"),
+		DBName:       cmpOr(getenv("DB_NAME"), defaultDBName),
 		OTLPTraces: getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" ||
 			getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "",
 	}
-
-	if s := getenv("SESSION_KEY"); s != "" {
-		key, err := hex.DecodeString(s)
-		if err != nil {
-			return config{}, fmt.Errorf("SESSION_KEY: not hexadecimal: %w", err)
-		}
-		if len(key) < minKeyBytes {
-			return config{}, fmt.Errorf("SESSION_KEY: %d bytes, want at least %d (%d hex digits); make one with: openssl rand -hex 32",
-				len(key), minKeyBytes, 2*minKeyBytes)
-		}
-		cfg.SessionKey = key
+	var err error
+	if cfg.SessionKey, err = parseSessionKey(getenv("SESSION_KEY")); err != nil {
+		return config{}, fmt.Errorf("SESSION_KEY: %w", err)
 	}
-
-	if s := getenv("SESSION_MAX_AGE"); s != "" {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return config{}, fmt.Errorf("SESSION_MAX_AGE: %w", err)
-		}
-		if d < time.Second || d%time.Second != 0 {
-			return config{}, fmt.Errorf("SESSION_MAX_AGE: %v is not a whole number of seconds of at least 1s", d)
-		}
-		cfg.MaxAge = d
+	if cfg.MaxAge, err = parseMaxAge(getenv("SESSION_MAX_AGE")); err != nil {
+		return config{}, fmt.Errorf("SESSION_MAX_AGE: %w", err)
 	}
-
 	if s := getenv("COOKIE_SECURE"); s != "" {
-		secure, err := strconv.ParseBool(s)
-		if err != nil {
+		if cfg.CookieSecure, err = strconv.ParseBool(s); err != nil {
 			return config{}, fmt.Errorf("COOKIE_SECURE: %q is not true or false", s)
 		}
-		cfg.CookieSecure = secure
 	}
-
-	users, err := parseUsers(getenv("DEMO_USERS"))
-	if err != nil {
+	if cfg.EmbeddedAddr != "" {
+		if _, err := net.ResolveTCPAddr("tcp", cfg.EmbeddedAddr); err != nil {
+			return config{}, fmt.Errorf("EMBEDDED_DB_ADDR: %w", err)
+		}
+	}
+	if cfg.TrustedProxies, err = parseProxies(getenv("TRUSTED_PROXIES")); err != nil {
+		return config{}, fmt.Errorf("TRUSTED_PROXIES: %w", err)
+	}
+	if cfg.Users, err = parseUsers(getenv("DEMO_USERS")); err != nil {
 		return config{}, fmt.Errorf("DEMO_USERS: %w", err)
 	}
-	cfg.Users = users
 	return cfg, nil
+}
+
+// parseSessionKey decodes SESSION_KEY, s: hex, at least minKeyBytes. An
+// empty s gives a nil key.
+func parseSessionKey(s string) ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	key, err := hex.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("not hexadecimal: %w", err)
+	}
+	if len(key) < minKeyBytes {
+		return nil, fmt.Errorf("%d bytes, want at least %d (%d hex digits); make one with: openssl rand -hex 32",
+			len(key), minKeyBytes, 2*minKeyBytes)
+	}
+	return key, nil
+}
+
+// parseMaxAge reads SESSION_MAX_AGE, s: a Go duration, a whole number of
+// seconds of at least one. An empty s gives defaultMaxAge.
+func parseMaxAge(s string) (time.Duration, error) {
+	if s == "" {
+		return defaultMaxAge, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, err
+	}
+	if d < time.Second || d%time.Second != 0 {
+		return 0, fmt.Errorf("%v is not a whole number of seconds of at least 1s", d)
+	}
+	return d, nil
 }
 
 // cmpOr returns s, or def if s is empty.
@@ -217,130 +252,129 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 // serve does the work of run; its deferred calls release, in reverse order
 // of acquisition, everything it started.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) (err error) {
-	key := cfg.SessionKey
-	if len(key) == 0 {
-		if key, err = loadOrCreateKey(logger, cfg.DataDir); err != nil {
-			return fmt.Errorf("%w (or set SESSION_KEY)", err)
-		}
-	}
-	users, err := newUserDB(cfg.Users, cfg.BcryptCost)
+	key, users, err := credentials(cfg, logger)
 	if err != nil {
 		return err
 	}
-
-	// Telemetry first: the store reports into the global providers it
-	// installs, and it stops last, once the rest has ended.
+	// Telemetry first, stopped last: the store reports into its providers.
 	tel, err := startTelemetry(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
-		defer cancel()
-		if terr := tel.Shutdown(tctx); terr != nil {
-			err = errors.Join(err, fmt.Errorf("stop telemetry: %w", terr))
-		}
-	}()
-	if tel.Tracing {
-		logger.Info("telemetry: metrics at /metrics; traces sent with OTLP over HTTP to the endpoint of OTEL_EXPORTER_OTLP_*")
-	} else {
-		logger.Info("telemetry: metrics at /metrics; no traces (set OTEL_EXPORTER_OTLP_ENDPOINT to send them)")
-	}
-
+	defer func() { err = joinErr(err, "stop telemetry", tel.shutdownWithin(ctx, closeTimeout)) }()
 	startCtx, cancelStart := context.WithTimeout(ctx, startupTimeout)
 	defer cancelStart()
-
-	uri, server := cfg.MongoURI, describeServer(cfg.MongoURI)
-	if uri == "" {
-		// The embedded server must outlive ctx: it stops after the HTTP
-		// server has finished its requests, in the deferred Close.
-		srv, err := embeddb.Start(context.WithoutCancel(ctx), embeddb.Config{
-			Dir:  cfg.DataDir,
-			Addr: "127.0.0.1:0",
-			// FerretDB is verbose (it logs failed commands as warnings): keep its errors only.
-			Logger: slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: slog.LevelError})).With("component", "embeddb"),
-		})
-		if err != nil {
-			return fmt.Errorf("start embedded database: %w", err)
-		}
-		defer func() {
-			if cerr := closeWithin(closeTimeout, srv.Close); cerr != nil && !errors.Is(cerr, context.Canceled) {
-				err = errors.Join(err, fmt.Errorf("stop embedded database: %w", cerr))
-			}
-		}()
-		uri = srv.URI()
-		dir, err := filepath.Abs(cfg.DataDir)
-		if err != nil {
-			dir = cfg.DataDir
-		}
-		server = "embedded FerretDB (SQLite) in " + dir
-		logger.Info("started embedded database (FerretDB, SQLite)", "dir", dir, "uri", uri)
-		fmt.Fprintf(stdout, "embedded database: %s (try: mongosh %s%s --eval 'db.%s.find()')\n",
-			uri, strings.TrimSuffix(uri, "/")+"/", cfg.DBName, collectionName)
-	} else {
-		logger.Info("using the database in MONGODB_URI", "server", server)
-	}
-
-	client, err := mongo.Connect(options.Client().ApplyURI(uri).SetAppName("mongostore-example").SetTimeout(dbTimeout), cfg.ClientOptions)
+	// Listen before the database starts, so that a taken ADDR fails at once.
+	ln, err := listen(startCtx, cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("connect to database: %w", err)
+		return err
 	}
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
-		defer cancel()
-		if derr := client.Disconnect(dctx); derr != nil {
-			err = errors.Join(err, fmt.Errorf("disconnect from database: %w", derr))
-		}
-	}()
-	if err := client.Ping(startCtx, readpref.Primary()); err != nil {
-		return fmt.Errorf("ping database: %w", err)
-	}
-
-	coll := client.Database(cfg.DBName).Collection(collectionName)
-	// Config.Expiry stays unset (ExpiryAuto): a TTL index where the server
-	// has them, the GC goroutine where it does not.
-	absolute := absoluteTimeout(cfg.MaxAge)
-	store, err := mongostore.NewStore(startCtx, coll, mongostore.Config{Logger: logger, AbsoluteTimeout: absolute}, key)
+	defer ln.Close() // if the start fails; after a shutdown, already closed
+	db, err := openDatabase(ctx, startCtx, cfg, logger, stdout)
 	if err != nil {
-		return fmt.Errorf("session store: %w", err)
+		return err
+	}
+	defer func() { err = joinErr(err, "", db.close(ctx)) }()
+	store, err := openStore(startCtx, cfg, db, key, logger)
+	if err != nil {
+		return err
 	}
 	defer store.Close() // stops the GC goroutine; never fails
+
+	handler, err := newApp(appOptions{
+		Store: store, Users: users, SessionKey: key, Logger: logger, Metrics: tel.Metrics,
+		Server: db.server, Expiry: store.Expiry(), Absolute: absoluteTimeout(cfg.MaxAge),
+		Ping: func(ctx context.Context) error { return db.client.Ping(ctx, readpref.Primary()) },
+	})
+	if err != nil {
+		return err
+	}
+	return serveHTTP(ctx, cfg, ln, tel.instrument(handler, ln.Addr().String()), logger)
+}
+
+// joinErr returns err joined with cerr, an error of the clean-up step
+// what ("" when cerr says what it is), if cerr is not nil.
+func joinErr(err error, what string, cerr error) error {
+	if cerr == nil {
+		return err
+	}
+	if what != "" {
+		cerr = fmt.Errorf("%s: %w", what, cerr)
+	}
+	return errors.Join(err, cerr)
+}
+
+// credentials returns the session key (cfg.SessionKey, or the key file's
+// in cfg.DataDir) and the users who may log in.
+func credentials(cfg config, logger *slog.Logger) ([]byte, *userDB, error) {
+	key := cfg.SessionKey
+	if len(key) == 0 {
+		var err error
+		if key, err = loadOrCreateKey(logger, cfg.DataDir); err != nil {
+			return nil, nil, fmt.Errorf("%w (or set SESSION_KEY)", err)
+		}
+	}
+	users, err := newUserDB(cfg.Users, cfg.BcryptCost)
+	if err != nil {
+		return nil, nil, err
+	}
+	return key, users, nil
+}
+
+// listen listens on addr (ADDR). When the address is taken, the error says
+// which setting to change.
+func listen(ctx context.Context, addr string) (net.Listener, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return nil, listenError("", "ADDR", addr, err)
+	}
+	return ln, nil
+}
+
+// listenError is the error of a failed listen on addr, the value of the
+// setting env, for the part of the app what ("" for the app itself): for
+// a taken address, "listen on 127.0.0.1:8080: address already in use: set
+// ADDR to another address".
+func listenError(what, env, addr string, err error) error {
+	prefix := "listen on " + addr
+	if what != "" {
+		prefix = what + ": " + prefix
+	}
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%s: %w: set %s to another address", prefix, syscall.EADDRINUSE, env)
+	}
+	return fmt.Errorf("%s (%s): %w", prefix, env, err)
+}
+
+// openStore makes the session store on the sessions collection of db.
+// Config.Expiry stays unset (ExpiryAuto): a TTL index where the server
+// has them, the GC goroutine where it does not.
+func openStore(ctx context.Context, cfg config, db *database, key []byte, logger *slog.Logger) (*mongostore.Store, error) {
+	coll := db.client.Database(cfg.DBName).Collection(collectionName)
+	absolute := absoluteTimeout(cfg.MaxAge)
+	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{Logger: logger, AbsoluteTimeout: absolute}, key)
+	if err != nil {
+		return nil, fmt.Errorf("session store: %w", err)
+	}
 	store.MaxAge(int(cfg.MaxAge / time.Second))
 	store.Options.Secure = cfg.CookieSecure // with the default Path "/" and no Domain, as __Host- needs
-	expiry, err := expiryInEffect(startCtx, coll)
-	if err != nil {
-		return fmt.Errorf("session store: %w", err)
-	}
-	mode, _ := describeExpiry(expiry)
+	mode, _ := describeExpiry(store.Expiry())
 	logger.Info("session store ready", "database", cfg.DBName, "collection", collectionName,
 		"expiry", mode, "max_age", cfg.MaxAge.String(), "absolute_timeout", absolute.String(),
 		"cookie_secure", cfg.CookieSecure)
 	if !cfg.CookieSecure {
 		logger.Info("COOKIE_SECURE is off: cookies also travel over plain HTTP; set COOKIE_SECURE=true behind HTTPS")
 	}
+	return store, nil
+}
 
-	handler, err := newApp(appOptions{
-		Store:      store,
-		Users:      users,
-		SessionKey: key,
-		Server:     server,
-		Expiry:     expiry,
-		Absolute:   absolute,
-		Ping:       func(ctx context.Context) error { return client.Ping(ctx, readpref.Primary()) },
-		Logger:     logger,
-		Metrics:    tel.Metrics,
-	})
-	if err != nil {
-		return err
-	}
-
-	var lc net.ListenConfig
-	ln, err := lc.Listen(startCtx, "tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w", err)
-	}
+// serveHTTP serves handler on ln until ctx is cancelled, then shuts the
+// server down: it stops accepting connections and lets in-flight requests
+// finish, for shutdownTimeout at most.
+func serveHTTP(ctx context.Context, cfg config, ln net.Listener, handler http.Handler, logger *slog.Logger) error {
 	httpSrv := &http.Server{
-		Handler:           tel.instrument(handler, ln.Addr().String()),
+		Handler:           handler,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -350,7 +384,6 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 	}
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- httpSrv.Serve(ln) }()
-
 	url := baseURL(ln.Addr())
 	logger.Info("listening on "+url, "url", url)
 	if cfg.OnListen != nil {
@@ -362,7 +395,6 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		return fmt.Errorf("serve HTTP: %w", err)
 	case <-ctx.Done():
 	}
-
 	logger.Info("shutting down: finishing in-flight requests", "timeout", shutdownTimeout.String())
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownTimeout)
 	defer cancel()
@@ -385,49 +417,6 @@ const sessionLifetime = 7 * 24 * time.Hour
 // the app sets it to know it, for the home page.)
 func absoluteTimeout(maxAge time.Duration) time.Duration {
 	return max(sessionLifetime, maxAge)
-}
-
-// expiryInEffect says how expired sessions are deleted from coll, which
-// NewStore prepared with Config.Expiry unset (ExpiryAuto): ExpiryTTL if
-// the collection has the TTL index on expiresAt that the store creates
-// where the server accepts one, ExpiryGC (the store's GC goroutine)
-// otherwise. The store logs its choice but does not return it, so the app
-// reads the collection's indexes, once, at start.
-func expiryInEffect(ctx context.Context, coll *mongo.Collection) (mongostore.ExpiryMode, error) {
-	cursor, err := coll.Indexes().List(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("list the indexes of %s: %w", coll.Name(), err)
-	}
-	var specs []bson.Raw
-	if err := cursor.All(ctx, &specs); err != nil {
-		return 0, fmt.Errorf("list the indexes of %s: %w", coll.Name(), err)
-	}
-	for _, spec := range specs {
-		if isTTLIndexOn(spec, "expiresAt") {
-			return mongostore.ExpiryTTL, nil
-		}
-	}
-	return mongostore.ExpiryGC, nil
-}
-
-// isTTLIndexOn reports whether spec, as listIndexes returns it, is a TTL
-// index on field alone that deletes each document at the field's date
-// (expireAfterSeconds 0).
-func isTTLIndexOn(spec bson.Raw, field string) bool {
-	key, ok := spec.Lookup("key").DocumentOK()
-	if !ok {
-		return false
-	}
-	elems, err := key.Elements()
-	if err != nil || len(elems) != 1 || elems[0].Key() != field {
-		return false
-	}
-	ttl, err := spec.LookupErr("expireAfterSeconds")
-	if err != nil {
-		return false
-	}
-	seconds, ok := ttl.AsFloat64OK()
-	return ok && seconds == 0
 }
 
 // closeWithin calls close and waits at most d for it to return. After d it

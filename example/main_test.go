@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -32,14 +33,19 @@ func TestLoadConfig(t *testing.T) {
 	cfg, err = loadConfig(env(map[string]string{
 		"ADDR": "127.0.0.1:0", "MONGODB_URI": "mongodb://db:27017", "DATA_DIR": "/var/lib/x", "DB_NAME": "app",
 		"SESSION_KEY": key, "SESSION_MAX_AGE": "90m", "COOKIE_SECURE": "true",
-		"DEMO_USERS": "alice:wonder:land, bob:builder,demo:secret",
+		"DEMO_USERS":       "alice:wonder:land, bob:builder,demo:secret",
+		"EMBEDDED_DB_ADDR": "127.0.0.1:27999", "TRUSTED_PROXIES": "10.0.0.0/8, ::1 ,192.168.1.7,::ffff:172.16.0.1",
 	}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Addr != "127.0.0.1:0" || cfg.MongoURI != "mongodb://db:27017" || cfg.DataDir != "/var/lib/x" || cfg.DBName != "app" ||
-		!bytes.Equal(cfg.SessionKey, bytes.Repeat([]byte{0xab}, 32)) || cfg.MaxAge != 90*time.Minute || !cfg.CookieSecure {
+		!bytes.Equal(cfg.SessionKey, bytes.Repeat([]byte{0xab}, 32)) || cfg.MaxAge != 90*time.Minute || !cfg.CookieSecure ||
+		cfg.EmbeddedAddr != "127.0.0.1:27999" {
 		t.Errorf("from the environment: %+v", cfg)
+	}
+	if got, want := fmt.Sprint(cfg.TrustedProxies), "[10.0.0.0/8 ::1/128 192.168.1.7/32 172.16.0.1/32]"; got != want {
+		t.Errorf("TRUSTED_PROXIES: %s, want %s", got, want)
 	}
 	for name, want := range map[string]bool{"OTEL_EXPORTER_OTLP_ENDPOINT": true, "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": true, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": false} {
 		if cfg, err := loadConfig(env(map[string]string{name: "http://127.0.0.1:4318"})); err != nil || cfg.OTLPTraces != want {
@@ -74,6 +80,9 @@ func TestLoadConfig(t *testing.T) {
 		"user bad name":      {map[string]string{"DEMO_USERS": "a b:c"}},
 		"user twice":         {map[string]string{"DEMO_USERS": "alice:x,alice:y"}},
 		"password too long":  {map[string]string{"DEMO_USERS": "alice:" + strings.Repeat("x", 73)}},
+		"embedded no port":   {map[string]string{"EMBEDDED_DB_ADDR": "127.0.0.1"}},
+		"proxy not an IP":    {map[string]string{"TRUSTED_PROXIES": "10.0.0.1, proxy.example"}},
+		"proxy bad prefix":   {map[string]string{"TRUSTED_PROXIES": "10.0.0.0/33"}},
 	} {
 		if cfg, err := loadConfig(env(tc.env)); err == nil {
 			t.Errorf("%s: no error, config %+v", name, cfg)

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -49,15 +50,7 @@ func startAppProcess(t *testing.T, env ...string) *appProcess {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin)
-	for _, kv := range os.Environ() {
-		switch name, _, _ := strings.Cut(kv, "="); {
-		case slices.Contains([]string{"ADDR", "MONGODB_URI", "DATA_DIR", "DB_NAME", "SESSION_KEY", "SESSION_MAX_AGE", "COOKIE_SECURE", "DEMO_USERS"}, name):
-		case strings.HasPrefix(name, "OTEL_"): // the telemetry's settings
-		default:
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
+	cmd.Env = appEnv(env...)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw
 	cmd.WaitDelay = 10 * time.Second // Wait returns even if the output pipe stays open
@@ -105,6 +98,26 @@ func startAppProcess(t *testing.T, env ...string) *appProcess {
 	return nil
 }
 
+// appSettings are the environment variables the app reads, but
+// OpenTelemetry's (OTEL_*).
+var appSettings = []string{"ADDR", "MONGODB_URI", "DATA_DIR", "EMBEDDED_DB_ADDR", "DB_NAME",
+	"SESSION_KEY", "SESSION_MAX_AGE", "COOKIE_SECURE", "DEMO_USERS", "TRUSTED_PROXIES"}
+
+// appEnv returns the test's environment less the app's settings and
+// OpenTelemetry's, plus env.
+func appEnv(env ...string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		switch name, _, _ := strings.Cut(kv, "="); {
+		case slices.Contains(appSettings, name):
+		case strings.HasPrefix(name, "OTEL_"): // the telemetry's settings
+		default:
+			out = append(out, kv)
+		}
+	}
+	return append(out, env...)
+}
+
 // output returns what the process printed so far.
 func (p *appProcess) output() string {
 	p.mu.Lock()
@@ -138,10 +151,11 @@ func (p *appProcess) terminate() {
 
 // restartEnv returns the environment of an app process for a restart test:
 // a free port, DATA_DIR (a directory of the test's, which the embedded
-// server, if any, and a key file use) and, when the tests use a server of
-// their own, that server.
+// server, if any, and a key file use), a free port for the embedded server
+// (the default address is TestEmbeddedDatabaseKeepsItsAddress's) and,
+// when the tests use a server of their own, that server.
 func restartEnv(t *testing.T) []string {
-	env := []string{"ADDR=127.0.0.1:0", "DATA_DIR=" + t.TempDir(), "DEMO_USERS=alice:wonderland"}
+	env := []string{"ADDR=127.0.0.1:0", "DATA_DIR=" + t.TempDir(), "EMBEDDED_DB_ADDR=127.0.0.1:0", "DEMO_USERS=alice:wonderland"}
 	if !embeddedServer {
 		env = append(env, "MONGODB_URI="+testURI, "DB_NAME="+testDBName(t))
 	}
@@ -300,5 +314,83 @@ func TestBadConfiguration(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "SESSION_KEY: 2 bytes, want at least 32") {
 		t.Errorf("unclear message: %s", out)
+	}
+}
+
+// TestEmbeddedDatabaseKeepsItsAddress starts the app with neither
+// MONGODB_URI nor EMBEDDED_DB_ADDR, while the embedded server's default
+// address is taken (by the test, or by whoever holds it): the app says so
+// and picks another port. Started again with the same DATA_DIR, its
+// server is at the same address, without a word about the default. Each
+// start prints the server's URI.
+func TestEmbeddedDatabaseKeepsItsAddress(t *testing.T) {
+	t.Parallel()
+	if ln, err := net.Listen("tcp", defaultEmbeddedAddr); err == nil {
+		t.Cleanup(func() { ln.Close() })
+	} else {
+		t.Logf("%s is taken already: %v", defaultEmbeddedAddr, err)
+	}
+	env := []string{"ADDR=127.0.0.1:0", "DATA_DIR=" + t.TempDir(), "SESSION_KEY=" + hex.EncodeToString(randomKey())}
+	fallback := defaultEmbeddedAddr + " is in use: the embedded database listens on "
+	var uris []string
+	for start := range 2 {
+		p := startAppProcess(t, env...)
+		out := p.output()
+		m := embeddedURIRE.FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("start %d does not print the embedded server's URI:\n%s", start+1, out)
+		}
+		uris = append(uris, m[1])
+		if said := strings.Contains(out, fallback) && strings.Contains(out, "EMBEDDED_DB_ADDR"); said != (start == 0) {
+			t.Errorf("start %d: says the default address is in use and names EMBEDDED_DB_ADDR: %v, want %v:\n%s", start+1, said, start == 0, out)
+		}
+		newBrowser(t, p.url).login("demo", "demo") // the server works
+		p.terminate()
+	}
+	if uris[0] != uris[1] {
+		t.Errorf("the embedded server moved from %s to %s across a restart with the same DATA_DIR", uris[0], uris[1])
+	}
+	if uris[0] == "mongodb://"+defaultEmbeddedAddr+"/" {
+		t.Errorf("the embedded server listens on %s, which was taken", defaultEmbeddedAddr)
+	}
+}
+
+// TestAddressInUse runs the app with its address, then its embedded
+// server's, set to a taken one: it stops with exit code 1 and an error
+// that names the setting to change.
+func TestAddressInUse(t *testing.T) {
+	t.Parallel()
+	bin, err := appBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	taken := ln.Addr().String()
+	for _, tc := range []struct {
+		setting string
+		want    string
+	}{
+		{"ADDR", "example: listen on " + taken + ": address already in use: set ADDR to another address"},
+		{"EMBEDDED_DB_ADDR", "example: embedded database: listen on " + taken + ": address already in use: set EMBEDDED_DB_ADDR to another address"},
+	} {
+		t.Run(tc.setting, func(t *testing.T) {
+			t.Parallel()
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			cmd := exec.CommandContext(ctx, bin)
+			cmd.Env = appEnv("ADDR=127.0.0.1:0", "DATA_DIR="+t.TempDir(), tc.setting+"="+taken)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+				t.Fatalf("app with %s=%s (taken): %v, want exit code 1\n%s", tc.setting, taken, err, out)
+			}
+			if !strings.Contains(string(out), tc.want+"\n") {
+				t.Errorf("app with %s=%s (taken) does not say %q:\n%s", tc.setting, taken, tc.want, out)
+			}
+		})
 	}
 }

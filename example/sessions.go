@@ -134,7 +134,7 @@ func (a *app) endOtherSessions(w http.ResponseWriter, r *http.Request) {
 	a.logger.Info("ended other sessions", "user", name, "count", n)
 	switch n {
 	case 0:
-		sess.AddFlash("There were no other sessions to sign out.")
+		sess.AddFlash("Those sessions had already ended.")
 	case 1:
 		sess.AddFlash("Signed out 1 other session.")
 	default:

@@ -295,7 +295,7 @@ func TestSessionsEndOthers(t *testing.T) {
 	r = b1.post("/sessions/end-others", nil)
 	wantStatus(t, "POST /sessions/end-others (none left)", r, http.StatusSeeOther, "/sessions")
 	r, _ = sessionsOf(t, b1)
-	wantFlash(t, r, "There were no other sessions to sign out.")
+	wantFlash(t, r, "Those sessions had already ended.")
 
 	b2.loginAs("demo", "demo", chromeAndroid)
 	wantStatus(t, "POST /sessions/end-others (one other)", b1.post("/sessions/end-others", nil), http.StatusSeeOther, "/sessions")

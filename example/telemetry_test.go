@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -18,6 +19,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"go.opentelemetry.io/otel/attribute"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -29,6 +34,31 @@ const (
 	telemetryUser     = "zelda.telemetry"
 	telemetryPassword = "triforce-42"
 )
+
+// telemetryUA is the User-Agent of the telemetry tests' browser: a
+// Firefox on Linux, with a token found nowhere else, so that finding it
+// in the telemetry is a leak of the whole header (a fingerprint).
+const telemetryUA = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0 Fingerprint/zelda-42"
+
+// userAgentTransport sends every request with its User-Agent.
+type userAgentTransport struct {
+	ua   string
+	next http.RoundTripper
+}
+
+func (u userAgentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("User-Agent", u.ua)
+	return u.next.RoundTrip(r)
+}
+
+// telemetryBrowser returns a browser for the app at base that sends
+// telemetryUA.
+func telemetryBrowser(t *testing.T, base string) *browser {
+	b := newBrowser(t, base)
+	b.client.Transport = userAgentTransport{telemetryUA, http.DefaultTransport}
+	return b
+}
 
 // telemetrySecrets logs in to the app at base as telemetryUser, visits the
 // home page and the page of sessions, and returns, by what they are, the
@@ -62,6 +92,7 @@ func telemetrySecrets(t *testing.T, b *browser, key []byte) map[string]string {
 		"the session key":         hex.EncodeToString(key),
 		"the user's password":     telemetryPassword,
 		"the session key's bytes": string(key),
+		"the User-Agent":          "Fingerprint/zelda-42",
 	}
 }
 
@@ -97,7 +128,7 @@ func TestMetrics(t *testing.T) {
 	t.Parallel()
 	key := randomKey()
 	p := startAppProcess(t, telemetryEnv(t, key)...)
-	b := newBrowser(t, p.url)
+	b := telemetryBrowser(t, p.url)
 	secrets := telemetrySecrets(t, b, key)
 
 	r := b.get("/metrics")
@@ -288,10 +319,16 @@ func TestTraces(t *testing.T) {
 	if out := p.output(); !strings.Contains(out, "traces sent with OTLP") {
 		t.Errorf("the log does not say traces are sent:\n%s", out)
 	}
-	b := newBrowser(t, p.url)
+	b := telemetryBrowser(t, p.url)
 	secrets := telemetrySecrets(t, b, key)
 	wantStatus(t, "GET /metrics", b.get("/metrics"), http.StatusOK, "")
 	wantStatus(t, "GET /healthz", b.get("/healthz"), http.StatusOK, "")
+	// A request that comes with a trace context of its own and an
+	// X-Forwarded-For: the app is a public endpoint, behind no proxy.
+	wantStatus(t, "GET /login with a trace context", b.do(http.MethodGet, "/login", nil, http.Header{
+		"Traceparent":     {inboundTraceparent},
+		"X-Forwarded-For": {forgedClient},
+	}), http.StatusSeeOther, "/")
 	p.terminate() // flushes the spans
 
 	spans := recv.spans()
@@ -345,5 +382,131 @@ func TestTraces(t *testing.T) {
 	recv.mu.Lock()
 	raw := bytes.Join(recv.raw, nil)
 	recv.mu.Unlock()
+	secrets["the X-Forwarded-For of a client"] = forgedClient
 	wantNoSecrets(t, "the spans", raw, secrets)
+	wantRequestSpans(t, spans)
+}
+
+// The trace context and the X-Forwarded-For header of TestTraces's last
+// request, which no proxy sent: a client's.
+const (
+	inboundTraceID     = "4bf92f3577b34da6a3ce929d0e0e4736"
+	inboundSpanID      = "00f067aa0ba902b7"
+	inboundTraceparent = "00-" + inboundTraceID + "-" + inboundSpanID + "-01"
+	forgedClient       = "203.0.113.7"
+)
+
+// wantRequestSpans checks the server spans of TestTraces: each records
+// the client's browser, not its User-Agent (user_agent.name, not
+// user_agent.original), and the TCP peer as client.address, not the
+// X-Forwarded-For that no trusted proxy sent; the request that came with
+// a trace context has a trace of its own, linked to that context, not
+// continued (the app is a public endpoint).
+func wantRequestSpans(t *testing.T, spans []receivedSpan) {
+	t.Helper()
+	linked := 0
+	for _, s := range spans {
+		if s.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
+			continue
+		}
+		attrs := map[string]string{}
+		for _, kv := range s.GetAttributes() {
+			attrs[kv.GetKey()] = kv.GetValue().GetStringValue()
+		}
+		if ua, ok := attrs["user_agent.original"]; ok {
+			t.Errorf("span %s records the User-Agent %q", s.GetName(), ua)
+		}
+		if got := attrs["user_agent.name"]; got != "Firefox" {
+			t.Errorf("span %s: user_agent.name %q, want Firefox", s.GetName(), got)
+		}
+		if got := attrs["client.address"]; got != "127.0.0.1" {
+			t.Errorf("span %s: client.address %q, want the TCP peer 127.0.0.1", s.GetName(), got)
+		}
+		if hex.EncodeToString(s.GetTraceId()) == inboundTraceID || len(s.GetParentSpanId()) > 0 {
+			t.Errorf("span %s continues a client's trace (trace %x, parent %x), want a trace of its own", s.GetName(), s.GetTraceId(), s.GetParentSpanId())
+		}
+		for _, l := range s.GetLinks() {
+			if hex.EncodeToString(l.GetTraceId()) == inboundTraceID && hex.EncodeToString(l.GetSpanId()) == inboundSpanID {
+				linked++
+			}
+		}
+	}
+	if linked != 1 {
+		t.Errorf("%d server spans linked to the client's trace context, want 1 (GET /login)", linked)
+	}
+}
+
+// TestInstrument checks what the request spans record of the client, for
+// requests from the client itself and through proxies, trusted or not:
+// client.address is the TCP peer unless a trusted proxy names the client
+// in X-Forwarded-For; the browser's kind, never its User-Agent, which the
+// app still gets whole; and a client's trace context is linked, not
+// continued.
+func TestInstrument(t *testing.T) {
+	t.Parallel()
+	const firefox = "Mozilla/5.0 (X11; Linux x86_64; rv:128.0) Gecko/20100101 Firefox/128.0"
+	for _, tc := range []struct {
+		name, proxies, peer, xff string
+		want                     string // client.address
+	}{
+		{name: "no proxy", peer: "198.51.100.9", want: "198.51.100.9"},
+		{name: "forged X-Forwarded-For, no trusted proxy", peer: "198.51.100.9", xff: "203.0.113.7", want: "198.51.100.9"},
+		{name: "forged X-Forwarded-For, peer not trusted", proxies: "10.0.0.0/8", peer: "198.51.100.9", xff: "203.0.113.7", want: "198.51.100.9"},
+		{name: "trusted proxy", proxies: "10.0.0.0/8", peer: "10.1.2.3", xff: "203.0.113.7", want: "203.0.113.7"},
+		{name: "trusted proxy, forged entries first", proxies: "10.0.0.0/8", peer: "10.1.2.3", xff: "192.0.2.66, 10.0.0.1, 203.0.113.7", want: "203.0.113.7"},
+		{name: "two trusted proxies", proxies: "10.1.2.3, 10.9.9.9", peer: "10.1.2.3", xff: "203.0.113.7, 10.9.9.9", want: "203.0.113.7"},
+		{name: "trusted proxy, client with a port", proxies: "10.1.2.3", peer: "10.1.2.3", xff: "203.0.113.7:5678", want: "203.0.113.7"},
+		{name: "trusted proxy, no X-Forwarded-For", proxies: "10.0.0.0/8", peer: "10.1.2.3", want: "10.1.2.3"},
+		{name: "trusted proxy, garbage entry", proxies: "10.0.0.0/8", peer: "10.1.2.3", xff: "203.0.113.7, <script>", want: "10.1.2.3"},
+		{name: "only trusted addresses", proxies: "10.0.0.0/8", peer: "10.1.2.3", xff: "10.0.0.7, 10.0.0.8", want: "10.0.0.7"},
+		{name: "IPv6 proxy", proxies: "::1", peer: "::1", xff: "2001:db8::1", want: "2001:db8::1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			proxies, err := parseProxies(tc.proxies)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := tracetest.NewSpanRecorder()
+			tel := &telemetry{Meters: metricnoop.NewMeterProvider(), Tracers: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)), proxies: proxies}
+			var seenUA string
+			mux := http.NewServeMux()
+			mux.HandleFunc("GET /page", func(w http.ResponseWriter, r *http.Request) { seenUA = r.UserAgent() })
+			req := httptest.NewRequest(http.MethodGet, "/page", nil)
+			req.RemoteAddr = net.JoinHostPort(tc.peer, "4321")
+			req.Header.Set("User-Agent", firefox)
+			req.Header.Set("Traceparent", inboundTraceparent)
+			if tc.xff != "" {
+				req.Header.Set("X-Forwarded-For", tc.xff)
+			}
+			tel.instrument(mux, "127.0.0.1:8080").ServeHTTP(httptest.NewRecorder(), req)
+
+			if seenUA != firefox {
+				t.Errorf("the app got the User-Agent %q, want %q", seenUA, firefox)
+			}
+			spans := rec.Ended()
+			if len(spans) != 1 {
+				t.Fatalf("%d spans, want 1", len(spans))
+			}
+			s := spans[0]
+			attrs := map[attribute.Key]string{}
+			for _, kv := range s.Attributes() {
+				attrs[kv.Key] = kv.Value.Emit()
+			}
+			for key, want := range map[attribute.Key]string{"client.address": tc.want, "user_agent.name": "Firefox", "user_agent.original": ""} {
+				if got := attrs[key]; got != want {
+					t.Errorf("%s %q, want %q", key, got, want)
+				}
+			}
+			if s.Name() != "GET /page" {
+				t.Errorf("span named %q, want GET /page", s.Name())
+			}
+			if s.Parent().IsValid() || s.SpanContext().TraceID().String() == inboundTraceID {
+				t.Errorf("the span continues the client's trace: parent %v, trace %v", s.Parent(), s.SpanContext().TraceID())
+			}
+			if links := s.Links(); len(links) != 1 || links[0].SpanContext.TraceID().String() != inboundTraceID || links[0].SpanContext.SpanID().String() != inboundSpanID {
+				t.Errorf("links %v, want one to the client's trace context", links)
+			}
+		})
+	}
 }
