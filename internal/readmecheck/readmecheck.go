@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -51,6 +52,30 @@ func Between(t testing.TB, s, from, to string) string {
 		t.Fatalf("marker %q not found", to)
 	}
 	return before
+}
+
+// HoldsExample checks that shown, a README's program, holds every line of
+// example, the code of a runnable Example between its markers, in order,
+// with the README's own lines between them allowed. Two differences are
+// expected: the README's run returns the errors the Example passes to
+// log.Fatal, and it reads MONGODB_URI into uri first, to check it is set.
+func HoldsExample(t testing.TB, shown, example string) {
+	t.Helper()
+	example = strings.NewReplacer(
+		"log.Fatal(err)", "return err",
+		`ApplyURI(os.Getenv("MONGODB_URI"))`, "ApplyURI(uri)",
+	).Replace(example)
+	lines := strings.Split(shown, "\n")
+	for _, want := range strings.Split(example, "\n") {
+		if strings.TrimSpace(want) == "" {
+			continue
+		}
+		i := slices.Index(lines, want)
+		if i < 0 {
+			t.Fatalf("the README's program lacks the Example's line %q, or has it out of order (log.Fatal(err) stands for return err).\nREADME:\n%s\nExample:\n%s", want, shown, example)
+		}
+		lines = lines[i+1:]
+	}
 }
 
 // File turns a README Go block into a compilable file of package main: a
