@@ -533,3 +533,32 @@ func TestCookieNames(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsOfTheGCGoroutine checks that the GC goroutine (ExpiryGC, what
+// ExpiryAuto picks on a server without TTL indexes) reports each session
+// it sweeps.
+func TestEventsOfTheGCGoroutine(t *testing.T) {
+	events := &eventLog{}
+	clock := newFakeClock()
+	swept := make(chan struct{}, 100)
+	f := newFixture(t, Config{OnEvent: events.add, Now: clock.Now, Expiry: ExpiryGC, GCInterval: 100 * time.Millisecond,
+		afterSweep: func() {
+			select {
+			case swept <- struct{}{}:
+			default: // never hold the goroutine up
+			}
+		}})
+	loginAs(t, f, "ada", "laptop")
+	events.wantEvents(t, "login", "created")
+	clock.Advance(25 * time.Hour)
+	for range 2 { // a whole sweep after the clock moved
+		select {
+		case <-swept:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no GC sweep within 30s")
+		}
+	}
+	if e := events.wantEvents(t, "sweep", "expired")[0]; e.Owner != "ada" || e.Device != "laptop" {
+		t.Fatalf("swept event %+v", e)
+	}
+}
