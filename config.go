@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -121,19 +122,12 @@ const (
 
 // withDefaults validates c and returns it with the defaults filled in.
 func (c Config) withDefaults() (Config, error) {
+	c.GCInterval = cmp.Or(c.GCInterval, defaultGCInterval)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, defaultIdleTimeout)
+	c.Timeout = cmp.Or(c.Timeout, defaultTimeout)
+	c.MaxSize = cmp.Or(c.MaxSize, defaultMaxSize)
 	bad := func(format string, args ...any) (Config, error) {
 		return c, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
-	}
-	set := func(d *time.Duration, def time.Duration) {
-		if *d == 0 {
-			*d = def
-		}
-	}
-	set(&c.GCInterval, defaultGCInterval)
-	set(&c.IdleTimeout, defaultIdleTimeout)
-	set(&c.Timeout, defaultTimeout)
-	if c.MaxSize == 0 {
-		c.MaxSize = defaultMaxSize
 	}
 	switch {
 	case c.Expiry < ExpiryAuto || c.Expiry > ExpiryNone:
@@ -149,20 +143,12 @@ func (c Config) withDefaults() (Config, error) {
 	case c.MaxSize < 0 || c.MaxSize > maxMaxSize:
 		return bad("MaxSize %d is not between 1 and %d", c.MaxSize, maxMaxSize)
 	}
-	if c.Codec == nil {
-		c.Codec = compactCodec{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Codec = cmp.Or[Codec](c.Codec, compactCodec{})
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.TracerProvider = cmp.Or(c.TracerProvider, otel.GetTracerProvider())
+	c.MeterProvider = cmp.Or(c.MeterProvider, otel.GetMeterProvider())
 	if c.Now == nil {
 		c.Now = time.Now
-	}
-	if c.TracerProvider == nil {
-		c.TracerProvider = otel.GetTracerProvider()
-	}
-	if c.MeterProvider == nil {
-		c.MeterProvider = otel.GetMeterProvider()
 	}
 	return c, nil
 }
