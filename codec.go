@@ -25,8 +25,7 @@ type Codec interface {
 // gobDecode decodes the default codec's fallback, gob as in gorilla's
 // stores: custom types must be registered with gob.Register.
 func gobDecode(data []byte) (values map[any]any, err error) {
-	// gob is not hardened against hostile input: the MAC keeps it away,
-	// recover is the last line.
+	// gob is not hardened against hostile input: the MAC keeps it away.
 	defer func() {
 		if r := recover(); r != nil {
 			values, err = nil, fmt.Errorf("gob: malformed data: %v", r)
@@ -118,7 +117,6 @@ func (compactCodec) Encode(values map[any]any) ([]byte, error) {
 	return b, err
 }
 
-// encodeGobForm returns values in the gob form.
 func encodeGobForm(values map[any]any) ([]byte, error) {
 	buf := bytes.NewBuffer([]byte{gobForm})
 	if err := gob.NewEncoder(buf).Encode(values); err != nil {
@@ -127,8 +125,7 @@ func encodeGobForm(values map[any]any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// appendEntries appends the count of keys, then each key, sorted, and its
-// value.
+// appendEntries appends the count of keys, then each key, sorted, and its value.
 func appendEntries(b []byte, keys []string, value func(string) any, depth int) ([]byte, error) {
 	slices.Sort(keys)
 	b = binary.AppendUvarint(b, uint64(len(keys)))
@@ -274,8 +271,7 @@ func (d *compactDecoder) count() int {
 }
 
 // presize is the capacity to allocate for n elements that the input
-// claims: at most 16, and growth follows the elements actually decoded
-// (a count of a million, in a megabyte of junk, once allocated 41 MiB).
+// claims: at most 16; growth follows the elements actually decoded.
 func presize(n int) int { return min(n, 16) }
 
 func (d *compactDecoder) bytes() []byte {
@@ -345,9 +341,9 @@ func (d *compactDecoder) value(depth int) any {
 		}
 		return []byte(nil) // as gob decodes an empty slice
 	case tag == tagStrings:
-		return list(d, (*compactDecoder).string, []string(nil))
+		return list(d, (*compactDecoder).string)
 	case tag == tagList:
-		return list(d, func(d *compactDecoder) any { return d.value(depth + 1) }, []any(nil))
+		return list(d, func(d *compactDecoder) any { return d.value(depth + 1) })
 	case tag == tagMap:
 		return d.stringMap(depth + 1)
 	}
@@ -368,10 +364,10 @@ func (d *compactDecoder) stringMap(depth int) map[string]any {
 
 // list reads a count and that many elements; none gives a nil slice, as
 // gob decodes an empty one.
-func list[T any](d *compactDecoder, elem func(*compactDecoder) T, none []T) []T {
+func list[T any](d *compactDecoder, elem func(*compactDecoder) T) []T {
 	n := d.count()
 	if n == 0 {
-		return none
+		return nil
 	}
 	v := make([]T, 0, presize(n))
 	for i := 0; i < n && d.err == nil; i++ {
