@@ -14,14 +14,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// The store's OpenTelemetry spans and metrics, through the API only: the
-// application's providers (Config.TracerProvider, Config.MeterProvider,
-// else the global ones) record them; with none installed they cost next to
-// nothing. Each operation is a span, a child of the caller's context's, and
-// a measurement of mongostore.operation.duration. Neither carries a
-// session ID, cookie, value, owner, handle or _id: only the kinds below,
-// sizes and counts. Errors are recorded by kind (error.type), never by
-// message, which may quote a command's filter.
+// The store's OpenTelemetry spans and metrics, made through the API by the
+// application's providers (or the global ones). Neither carries a session
+// ID, cookie, value, owner, handle or _id, and errors are recorded by kind
+// (error.type), never by message, which may quote a command's filter.
 
 // instrumentationName names the store's tracer and meter.
 const instrumentationName = "github.com/mongostore/mongostore"
