@@ -54,11 +54,10 @@ type Config struct {
 	Logger *slog.Logger
 
 	// TracerProvider makes the store's OpenTelemetry spans, one per
-	// operation (a load, a save, a GC sweep...), each a child of the span
-	// in the context it is given (the request's). Default
-	// otel.GetTracerProvider() at NewStore: the global provider, which
-	// hands over to one the application installs later. Spans never hold
-	// session IDs, cookies, values or owners.
+	// operation, each a child of the span in its context (the request's).
+	// Default otel.GetTracerProvider() at NewStore: the global provider,
+	// which hands over to one installed later. Spans never hold session
+	// IDs, cookies, values or owners.
 	TracerProvider trace.TracerProvider
 
 	// MeterProvider makes the store's OpenTelemetry metrics
@@ -67,16 +66,15 @@ type Config struct {
 	MeterProvider metric.MeterProvider
 
 	// MaxSessionsPerOwner, if positive, is how many live sessions one
-	// owner (SetOwner) may have: when a save ties a session to its owner
-	// and the owner has more, the least recently saved others end
-	// (EndLimit). Concurrent logins leave at most this many.
+	// owner (SetOwner) may have: when a save ties a session to an owner
+	// who has more, the least recently saved others end (EndLimit).
+	// Concurrent logins leave at most this many.
 	MaxSessionsPerOwner int
 
 	// OnEvent, if set, is called at every transition of a session
 	// (created, regenerated, ended, expired), inside the operation that
-	// made it, after its database command: keep it quick, or hand the
-	// event to a goroutine of your own. ctx is the caller's (the
-	// request's). A panic in it is logged, not passed on.
+	// made it, after its database command, with the caller's ctx: keep it
+	// quick. A panic in it is logged, not passed on.
 	OnEvent func(ctx context.Context, e Event)
 
 	// Now returns the current time (tests may fake it); keep servers'
