@@ -22,19 +22,10 @@ type Codec interface {
 	Decode(data []byte) (map[any]any, error)
 }
 
-// gobEncode and gobDecode are the default codec's fallback, as in
-// gorilla's stores: custom types must be registered with gob.Register.
-func gobEncode(values map[any]any) ([]byte, error) {
-	var buf bytes.Buffer
-	if err := gob.NewEncoder(&buf).Encode(values); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
+// gobDecode decodes the default codec's fallback, gob as in gorilla's
+// stores: custom types must be registered with gob.Register.
 func gobDecode(data []byte) (values map[any]any, err error) {
-	// gob is not hardened against hostile input: the MAC keeps it away,
-	// recover is the last line.
+	// gob is not hardened against hostile input: the MAC keeps it away.
 	defer func() {
 		if r := recover(); r != nil {
 			values, err = nil, fmt.Errorf("gob: malformed data: %v", r)
@@ -126,17 +117,15 @@ func (compactCodec) Encode(values map[any]any) ([]byte, error) {
 	return b, err
 }
 
-// encodeGobForm returns values in the gob form.
 func encodeGobForm(values map[any]any) ([]byte, error) {
-	g, err := gobEncode(values)
-	if err != nil {
+	buf := bytes.NewBuffer([]byte{gobForm})
+	if err := gob.NewEncoder(buf).Encode(values); err != nil {
 		return nil, err
 	}
-	return append([]byte{gobForm}, g...), nil
+	return buf.Bytes(), nil
 }
 
-// appendEntries appends the count of keys, then each key, sorted, and its
-// value.
+// appendEntries appends the count of keys, then each key, sorted, and its value.
 func appendEntries(b []byte, keys []string, value func(string) any, depth int) ([]byte, error) {
 	slices.Sort(keys)
 	b = binary.AppendUvarint(b, uint64(len(keys)))
@@ -157,6 +146,24 @@ func appendValue(b []byte, v any, depth int) ([]byte, error) {
 	if depth > maxCompactDepth {
 		return b, errNotCompact
 	}
+	switch v := v.(type) {
+	case []any:
+		b = binary.AppendUvarint(append(b, tagList), uint64(len(v)))
+		var err error
+		for _, e := range v {
+			if b, err = appendValue(b, e, depth+1); err != nil {
+				return b, err
+			}
+		}
+		return b, nil
+	case map[string]any:
+		return appendEntries(append(b, tagMap), slices.Collect(maps.Keys(v)), func(k string) any { return v[k] }, depth+1)
+	}
+	return appendScalar(b, v)
+}
+
+// appendScalar appends v, which holds no list or map.
+func appendScalar(b []byte, v any) ([]byte, error) {
 	switch v := v.(type) {
 	case nil:
 		return append(b, tagNil), nil
@@ -191,17 +198,6 @@ func appendValue(b []byte, v any, depth int) ([]byte, error) {
 			b = appendString(b, s)
 		}
 		return b, nil
-	case []any:
-		b = binary.AppendUvarint(append(b, tagList), uint64(len(v)))
-		var err error
-		for _, e := range v {
-			if b, err = appendValue(b, e, depth+1); err != nil {
-				return b, err
-			}
-		}
-		return b, nil
-	case map[string]any:
-		return appendEntries(append(b, tagMap), slices.Collect(maps.Keys(v)), func(k string) any { return v[k] }, depth+1)
 	}
 	return b, errNotCompact
 }
@@ -275,8 +271,7 @@ func (d *compactDecoder) count() int {
 }
 
 // presize is the capacity to allocate for n elements that the input
-// claims: at most 16, and growth follows the elements actually decoded
-// (a count of a million, in a megabyte of junk, once allocated 41 MiB).
+// claims: at most 16; growth follows the elements actually decoded.
 func presize(n int) int { return min(n, 16) }
 
 func (d *compactDecoder) bytes() []byte {
@@ -346,28 +341,33 @@ func (d *compactDecoder) value(depth int) any {
 		}
 		return []byte(nil) // as gob decodes an empty slice
 	case tag == tagStrings:
-		return list(d, (*compactDecoder).string, []string(nil))
+		return list(d, (*compactDecoder).string)
 	case tag == tagList:
-		return list(d, func(d *compactDecoder) any { return d.value(depth + 1) }, []any(nil))
+		return list(d, func(d *compactDecoder) any { return d.value(depth + 1) })
 	case tag == tagMap:
-		n := d.count()
-		v := make(map[string]any, presize(n))
-		for i := 0; i < n && d.err == nil; i++ {
-			k := d.string()
-			v[k] = d.value(depth + 1)
-		}
-		return v
+		return d.stringMap(depth + 1)
 	}
 	d.fail(fmt.Sprintf("unknown tag %d", tag))
 	return nil
 }
 
+// stringMap reads a count and that many keys and values at depth.
+func (d *compactDecoder) stringMap(depth int) map[string]any {
+	n := d.count()
+	v := make(map[string]any, presize(n))
+	for i := 0; i < n && d.err == nil; i++ {
+		k := d.string()
+		v[k] = d.value(depth)
+	}
+	return v
+}
+
 // list reads a count and that many elements; none gives a nil slice, as
 // gob decodes an empty one.
-func list[T any](d *compactDecoder, elem func(*compactDecoder) T, none []T) []T {
+func list[T any](d *compactDecoder, elem func(*compactDecoder) T) []T {
 	n := d.count()
 	if n == 0 {
-		return none
+		return nil
 	}
 	v := make([]T, 0, presize(n))
 	for i := 0; i < n && d.err == nil; i++ {

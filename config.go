@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -53,11 +54,10 @@ type Config struct {
 	Logger *slog.Logger
 
 	// TracerProvider makes the store's OpenTelemetry spans, one per
-	// operation (a load, a save, a GC sweep...), each a child of the span
-	// in the context it is given (the request's). Default
-	// otel.GetTracerProvider() at NewStore: the global provider, which
-	// hands over to one the application installs later. Spans never hold
-	// session IDs, cookies, values or owners.
+	// operation, each a child of the span in its context (the request's).
+	// Default otel.GetTracerProvider() at NewStore: the global provider,
+	// which hands over to one installed later. Spans never hold session
+	// IDs, cookies, values or owners.
 	TracerProvider trace.TracerProvider
 
 	// MeterProvider makes the store's OpenTelemetry metrics
@@ -66,16 +66,15 @@ type Config struct {
 	MeterProvider metric.MeterProvider
 
 	// MaxSessionsPerOwner, if positive, is how many live sessions one
-	// owner (SetOwner) may have: when a save ties a session to its owner
-	// and the owner has more, the least recently saved others end
-	// (EndLimit). Concurrent logins leave at most this many.
+	// owner (SetOwner) may have: when a save ties a session to an owner
+	// who has more, the least recently saved others end (EndLimit).
+	// Concurrent logins leave at most this many.
 	MaxSessionsPerOwner int
 
 	// OnEvent, if set, is called at every transition of a session
 	// (created, regenerated, ended, expired), inside the operation that
-	// made it, after its database command: keep it quick, or hand the
-	// event to a goroutine of your own. ctx is the caller's (the
-	// request's). A panic in it is logged, not passed on.
+	// made it, after its database command, with the caller's ctx: keep it
+	// quick. A panic in it is logged, not passed on.
 	OnEvent func(ctx context.Context, e Event)
 
 	// Now returns the current time (tests may fake it); keep servers'
@@ -121,19 +120,12 @@ const (
 
 // withDefaults validates c and returns it with the defaults filled in.
 func (c Config) withDefaults() (Config, error) {
+	c.GCInterval = cmp.Or(c.GCInterval, defaultGCInterval)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, defaultIdleTimeout)
+	c.Timeout = cmp.Or(c.Timeout, defaultTimeout)
+	c.MaxSize = cmp.Or(c.MaxSize, defaultMaxSize)
 	bad := func(format string, args ...any) (Config, error) {
 		return c, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
-	}
-	set := func(d *time.Duration, def time.Duration) {
-		if *d == 0 {
-			*d = def
-		}
-	}
-	set(&c.GCInterval, defaultGCInterval)
-	set(&c.IdleTimeout, defaultIdleTimeout)
-	set(&c.Timeout, defaultTimeout)
-	if c.MaxSize == 0 {
-		c.MaxSize = defaultMaxSize
 	}
 	switch {
 	case c.Expiry < ExpiryAuto || c.Expiry > ExpiryNone:
@@ -149,20 +141,12 @@ func (c Config) withDefaults() (Config, error) {
 	case c.MaxSize < 0 || c.MaxSize > maxMaxSize:
 		return bad("MaxSize %d is not between 1 and %d", c.MaxSize, maxMaxSize)
 	}
-	if c.Codec == nil {
-		c.Codec = compactCodec{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Codec = cmp.Or[Codec](c.Codec, compactCodec{})
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.TracerProvider = cmp.Or(c.TracerProvider, otel.GetTracerProvider())
+	c.MeterProvider = cmp.Or(c.MeterProvider, otel.GetMeterProvider())
 	if c.Now == nil {
 		c.Now = time.Now
-	}
-	if c.TracerProvider == nil {
-		c.TracerProvider = otel.GetTracerProvider()
-	}
-	if c.MeterProvider == nil {
-		c.MeterProvider = otel.GetMeterProvider()
 	}
 	return c, nil
 }

@@ -31,10 +31,9 @@
 // (ListSessions, EndSession, EndOtherSessions).
 //
 // Each operation is an OpenTelemetry span, a child of the request's, and a
-// point of the metric mongostore.operation.duration with its outcome, made
-// through the API by Config.TracerProvider and Config.MeterProvider (by
-// default the global providers); nothing recorded names a session. The
-// README's Observability section lists the spans and metrics.
+// point of the metric mongostore.operation.duration, made by
+// Config.TracerProvider and Config.MeterProvider; nothing recorded names a
+// session. The README's Observability section lists the spans and metrics.
 //
 // Every error wraps one of the Err variables; test with errors.Is.
 package mongostore

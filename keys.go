@@ -21,8 +21,7 @@ const idBytes = 32
 
 var idEncoding = base64.RawURLEncoding
 
-// newSessionID returns a fresh session ID: 32 bytes from crypto/rand,
-// base64url-encoded.
+// newSessionID returns a fresh session ID: idBytes from crypto/rand, base64url-encoded.
 func newSessionID() string {
 	b := make([]byte, idBytes)
 	_, _ = rand.Read(b) // never fails (Go 1.24+): it crashes the program instead
@@ -158,12 +157,11 @@ func (s *sealer) current(d *document, owner string) bool {
 	if !s.encrypt {
 		return d.data[0] == envelopePlain
 	}
-	aead := s.aeads[0]
-	if d.data[0] != envelopeGCM || len(d.data) < 1+aead.NonceSize() {
+	if d.data[0] != envelopeGCM {
 		return false
 	}
-	_, err := aead.Open(nil, d.data[1:1+aead.NonceSize()], d.data[1+aead.NonceSize():], []byte(d.id))
-	return err == nil
+	_, ok := openGCM(s.aeads[0], d.id, d.data)
+	return ok
 }
 
 // seal sets d's MAC, with the first key.
@@ -203,10 +201,9 @@ func (s *sealer) wrap(id string, plain []byte) []byte {
 }
 
 // unwrap returns the encoded values in data, the stored form of document
-// id. A store whose every key pair has a block key refuses plain data:
-// whoever has the hash key and can write to the collection must not slip
-// values past encryption. A pair without one, after the new one, keeps
-// plain documents readable while encryption is turned on (see Rekey).
+// id. Plain data is refused unless some key pair has no block key (while
+// encryption is turned on, see Rekey): whoever has the hash key and can
+// write to the collection must not slip values past encryption.
 func (s *sealer) unwrap(id string, data []byte) ([]byte, error) {
 	switch {
 	case len(data) == 0:
@@ -219,11 +216,7 @@ func (s *sealer) unwrap(id string, data []byte) ([]byte, error) {
 		return nil, fmt.Errorf("unknown data envelope %#x", data[0])
 	}
 	for _, aead := range s.aeads {
-		if len(data) < 1+aead.NonceSize() {
-			break
-		}
-		nonce, sealed := data[1:1+aead.NonceSize()], data[1+aead.NonceSize():]
-		if plain, err := aead.Open(nil, nonce, sealed, []byte(id)); err == nil {
+		if plain, ok := openGCM(aead, id, data); ok {
 			return plain, nil
 		}
 	}
@@ -231,6 +224,16 @@ func (s *sealer) unwrap(id string, data []byte) ([]byte, error) {
 		return nil, errors.New("the data is encrypted and the store has no block key")
 	}
 	return nil, errors.New("the data is encrypted with none of the store's block keys")
+}
+
+// openGCM opens data, the GCM envelope of document id, with aead.
+func openGCM(aead cipher.AEAD, id string, data []byte) ([]byte, bool) {
+	n := 1 + aead.NonceSize()
+	if len(data) < n {
+		return nil, false
+	}
+	plain, err := aead.Open(nil, data[1:n], data[n:], []byte(id))
+	return plain, err == nil
 }
 
 // digest returns the HMAC-SHA256 of s under key, cut to 128 bits,

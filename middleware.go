@@ -17,16 +17,15 @@ import (
 )
 
 // Middleware returns net/http middleware that loads the session called name
-// for each request (handlers get it with store.Get; the middleware handled
-// its error) and saves it if changed, just before the response headers go
-// out; a later change is still saved (a logout ends the session), but a new
-// session gets no cookie then. An unchanged session is written once per
-// Config.TouchInterval, to slide its expiry (a failure is only logged).
-// When a load or save fails, onError answers instead of the handler, err
-// wrapping ErrDatabase, ErrSessionGone, ErrConflict, ErrEncode or
-// ErrInvalidConfig; nil logs and answers 500, or 409 for ErrSessionGone and
-// ErrConflict. Responses vary by Cookie; one that sets it is kept out of
-// shared caches. A name that browsers would not send back panics.
+// for each request (handlers get it with store.Get) and saves it if changed
+// just before the response headers go out; a later change is still saved,
+// but a new session then gets no cookie. An unchanged session is rewritten
+// once per Config.TouchInterval, to slide its expiry. If a load or save
+// fails, onError answers instead of the handler, err wrapping ErrDatabase,
+// ErrSessionGone, ErrConflict, ErrEncode or ErrInvalidConfig; nil logs and
+// answers 409 for ErrSessionGone and ErrConflict, else 500. Responses vary
+// by Cookie; one that sets it is kept out of shared caches. A name browsers
+// would not send back panics.
 func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *http.Request, err error)) func(http.Handler) http.Handler {
 	if err := checkCookieName(name); err != nil {
 		panic(err.Error()) // as http.ServeMux does for a bad pattern: a mistake in the program
@@ -58,19 +57,19 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 
 // answerError is the middleware's default error handler.
 func (s *Store) answerError(w http.ResponseWriter, r *http.Request, err error) {
+	log, path := s.cfg.Logger, slog.String("path", r.URL.Path)
 	switch {
 	case errors.Is(err, ErrSessionGone):
-		s.cfg.Logger.LogAttrs(r.Context(), slog.LevelInfo, "mongostore: session ended during the request", slog.String("path", r.URL.Path))
+		log.LogAttrs(r.Context(), slog.LevelInfo, "mongostore: session ended during the request", path)
 		http.Error(w, "Your session ended while this request ran. Please reload the page.", http.StatusConflict)
-		return
 	case errors.Is(err, ErrConflict):
-		s.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: session changed by too many concurrent requests", slog.String("path", r.URL.Path))
+		log.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: session changed by too many concurrent requests", path)
 		http.Error(w, "Your session changed in other requests while this one ran. Please try again.", http.StatusConflict)
-		return
+	default:
+		log.LogAttrs(r.Context(), slog.LevelError, "mongostore: session middleware",
+			slog.String("method", r.Method), path, slog.String("error", err.Error()))
+		http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 	}
-	s.cfg.Logger.LogAttrs(r.Context(), slog.LevelError, "mongostore: session middleware",
-		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("error", err.Error()))
-	http.Error(w, http.StatusText(http.StatusInternalServerError), http.StatusInternalServerError)
 }
 
 // sessionWriter saves the session before the response starts.
@@ -150,20 +149,17 @@ func (w *sessionWriter) commit() {
 		w.committed = true
 		if write, touch := w.due(); write {
 			w.stored = nil // what is stored is about to change
-			err := w.save(w.ResponseWriter, touch)
-			if err != nil && touch { // the handler changed nothing: its response stands
-				if !errors.Is(err, ErrSessionGone) {
-					w.store.cfg.Logger.LogAttrs(w.req.Context(), slog.LevelWarn, "mongostore: could not slide the session's expiry",
-						slog.String("session", w.session.Name()), slog.String("error", err.Error()))
-				}
-				err = nil
-			}
-			if err != nil {
+			err := w.store.save(w.req.Context(), opSave, w.ResponseWriter, w.session, w.encoded, touch)
+			if err != nil && !touch {
 				w.failed = true
 				clear(w.ResponseWriter.Header()) // drop what the handler set for its own response
 				maps.Copy(w.ResponseWriter.Header(), w.baseHeader)
 				w.onError(w.ResponseWriter, w.req, err)
 				return
+			}
+			if err != nil && !errors.Is(err, ErrSessionGone) { // a touch: the handler's response stands
+				w.store.cfg.Logger.LogAttrs(w.req.Context(), slog.LevelWarn, "mongostore: could not slide the session's expiry",
+					slog.String("session", w.session.Name()), slog.String("error", err.Error()))
 			}
 		}
 		// The handler may have saved the session itself.
@@ -171,12 +167,6 @@ func (w *sessionWriter) commit() {
 			preventSharedCaching(w.Header())
 		}
 	})
-}
-
-// save writes the session into rw, as Store.Save does; touch says the
-// handler did not change it.
-func (w *sessionWriter) save(rw http.ResponseWriter, touch bool) error {
-	return w.store.save(w.req.Context(), opSave, rw, w.session, w.encoded, touch)
 }
 
 // finish saves what changed after the response started, when the handler
@@ -197,7 +187,7 @@ func (w *sessionWriter) finish() {
 			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path))
 		return
 	}
-	if err := w.save(discardHeaders{}, false); err != nil {
+	if err := w.store.save(w.req.Context(), opSave, discardHeaders{}, w.session, w.encoded, false); err != nil {
 		log.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: saving the session after the response",
 			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path), slog.String("error", err.Error()))
 	}

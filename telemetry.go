@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -13,14 +14,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// The store's OpenTelemetry spans and metrics, through the API only: the
-// application's providers (Config.TracerProvider, Config.MeterProvider,
-// else the global ones) record them; with none installed they cost next to
-// nothing. Each operation is a span, a child of the caller's context's, and
-// a measurement of mongostore.operation.duration. Neither carries a
-// session ID, cookie, value, owner, handle or _id: only the kinds below,
-// sizes and counts. Errors are recorded by kind (error.type), never by
-// message, which may quote a command's filter.
+// The store's OpenTelemetry spans and metrics, made through the API by the
+// application's providers (or the global ones). Neither carries a session
+// ID, cookie, value, owner, handle or _id, and errors are recorded by kind
+// (error.type), never by message, which may quote a command's filter.
 
 // instrumentationName names the store's tracer and meter.
 const instrumentationName = "github.com/mongostore/mongostore"
@@ -129,31 +126,37 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
 	t := &telemetry{tracer: tp.Tracer(instrumentationName)}
 	m := mp.Meter(instrumentationName)
 	// Operations take from a fraction of a millisecond to Config.Timeout.
-	seconds := metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-		0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
-	var errs [6]error
-	t.duration, errs[0] = m.Float64Histogram("mongostore.operation.duration", metric.WithUnit("s"), seconds,
+	duration, err1 := m.Float64Histogram("mongostore.operation.duration", metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+			0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
 		metric.WithDescription("Duration of the session store's operations."))
-	t.size, errs[1] = m.Int64Histogram("mongostore.session.size", metric.WithUnit("By"),
+	size, err2 := m.Int64Histogram("mongostore.session.size", metric.WithUnit("By"),
 		metric.WithExplicitBucketBoundaries(64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216),
 		metric.WithDescription("Encoded size of the session values saved."))
-	t.conflicts, errs[2] = m.Int64Counter("mongostore.save.conflicts", metric.WithUnit("{save}"),
-		metric.WithDescription("Saves that met a concurrent save of their session: merged, or given up (ErrConflict)."))
-	t.retries, errs[3] = m.Int64Counter("mongostore.save.retries", metric.WithUnit("{write}"),
-		metric.WithDescription("Writes of saves after their first, each after a concurrent save."))
-	t.gcDeleted, errs[4] = m.Int64Counter("mongostore.gc.deleted", metric.WithUnit("{session}"),
-		metric.WithDescription("Expired sessions deleted by GC sweeps and DeleteExpired."))
-	t.errors, errs[5] = m.Int64Counter("mongostore.errors", metric.WithUnit("{error}"),
-		metric.WithDescription("Operations of the session store that returned an error, by kind."))
-	if err := errors.Join(errs[:]...); err != nil {
+	errs := []error{err1, err2}
+	counter := func(name, unit, description string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(description))
+		errs = append(errs, err)
+		return cmp.Or[metric.Int64Counter](c, noop.Int64Counter{})
+	}
+	t.conflicts = counter("mongostore.save.conflicts", "{save}",
+		"Saves that met a concurrent save of their session: merged, or given up (ErrConflict).")
+	t.retries = counter("mongostore.save.retries", "{write}", "Writes of saves after their first, each after a concurrent save.")
+	t.gcDeleted = counter("mongostore.gc.deleted", "{session}", "Expired sessions deleted by GC sweeps and DeleteExpired.")
+	t.errors = counter("mongostore.errors", "{error}", "Operations of the session store that returned an error, by kind.")
+	if err := errors.Join(errs...); err != nil {
 		otel.Handle(err)
 	}
 	// A provider that made no instrument gets none recorded.
-	orNone[metric.Float64Histogram](&t.duration, noop.Float64Histogram{})
-	orNone[metric.Int64Histogram](&t.size, noop.Int64Histogram{})
-	for _, c := range []*metric.Int64Counter{&t.conflicts, &t.retries, &t.gcDeleted, &t.errors} {
-		orNone[metric.Int64Counter](c, noop.Int64Counter{})
-	}
+	t.duration = cmp.Or[metric.Float64Histogram](duration, noop.Float64Histogram{})
+	t.size = cmp.Or[metric.Int64Histogram](size, noop.Int64Histogram{})
+	t.makeAttributeSets()
+	return t
+}
+
+// makeAttributeSets makes the span names and the attribute sets of every
+// measurement.
+func (t *telemetry) makeAttributeSets() {
 	for op := range numOperations {
 		t.spanNames[op] = "mongostore." + operationNames[op]
 		opAttr := attrOperation.String(operationNames[op])
@@ -166,15 +169,6 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
 			set := attribute.NewSet(opAttr, attrErrorType.String(k.name))
 			t.byError[op][kind] = []metric.AddOption{metric.WithAttributeSet(set)}
 		}
-	}
-	return t
-}
-
-// orNone sets *inst to none if it is nil.
-func orNone[T comparable](inst *T, none T) {
-	var zero T
-	if *inst == zero {
-		*inst = none
 	}
 }
 
@@ -203,7 +197,7 @@ func (t *telemetry) start(ctx context.Context, op operation) (context.Context, s
 
 // end records the operation, which returned err, and ends its span.
 func (s *span) end(err error) {
-	t, out, kind := s.t, s.outcome, -1
+	out, kind := s.outcome, -1
 	switch {
 	case err != nil:
 		kind = errorKind(err)
@@ -213,9 +207,21 @@ func (s *span) end(err error) {
 	case s.touch && out == outcomeUpdated:
 		out = outcomeTouched
 	}
+	s.measure(err, out, kind)
+	if s.span.IsRecording() {
+		s.annotate(out, kind)
+	}
+	s.span.End()
+}
+
+// saving reports whether the operation writes the session's values.
+func (s *span) saving() bool { return s.op == opSave || s.op == opRegenerate }
+
+// measure records the operation's metrics; kind is its error's, or -1.
+func (s *span) measure(err error, out outcome, kind int) {
+	t := s.t
 	t.duration.Record(s.ctx, time.Since(s.start).Seconds(), t.byOutcome[s.op][out]...)
-	saving := s.op == opSave || s.op == opRegenerate
-	if saving && err == nil && s.size >= 0 {
+	if s.saving() && err == nil && s.size >= 0 {
 		t.size.Record(s.ctx, int64(s.size), t.byOutcome[s.op][out]...)
 	}
 	if s.retries > 0 || s.merged {
@@ -228,21 +234,22 @@ func (s *span) end(err error) {
 	if kind >= 0 {
 		t.errors.Add(s.ctx, 1, t.byError[s.op][kind]...)
 	}
-	if s.span.IsRecording() {
-		s.span.SetAttributes(attrOperation.String(operationNames[s.op]), attrOutcome.String(outcomeNames[out]))
-		if s.size >= 0 {
-			s.span.SetAttributes(attrSize.Int(s.size))
-		}
-		if saving {
-			s.span.SetAttributes(attrRetries.Int(s.retries))
-		}
-		if s.op == opGCSweep || s.op == opListSessions || s.op == opEndOtherSessions {
-			s.span.SetAttributes(attrCount.Int64(s.count))
-		}
-		if kind >= 0 {
-			s.span.SetAttributes(attrErrorType.String(errorKinds[kind].name))
-			s.span.SetStatus(codes.Error, errorKinds[kind].name)
-		}
+}
+
+// annotate sets the span's attributes and status.
+func (s *span) annotate(out outcome, kind int) {
+	s.span.SetAttributes(attrOperation.String(operationNames[s.op]), attrOutcome.String(outcomeNames[out]))
+	if s.size >= 0 {
+		s.span.SetAttributes(attrSize.Int(s.size))
 	}
-	s.span.End()
+	if s.saving() {
+		s.span.SetAttributes(attrRetries.Int(s.retries))
+	}
+	if s.op == opGCSweep || s.op == opListSessions || s.op == opEndOtherSessions {
+		s.span.SetAttributes(attrCount.Int64(s.count))
+	}
+	if kind >= 0 {
+		s.span.SetAttributes(attrErrorType.String(errorKinds[kind].name))
+		s.span.SetStatus(codes.Error, errorKinds[kind].name)
+	}
 }
