@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -41,9 +42,9 @@ const (
 
 // Index names, and the TTL index's expireAfterSeconds.
 const (
-	expiresAtIndexName    = fieldExpiresAt + "_1"
-	ownerIndexName        = fieldOwner + "_1"
-	ttlExpireAfterSeconds = 0
+	expiresAtIndexName    = setup.ExpiresAtIndexName
+	ownerIndexName        = setup.OwnerIndexName
+	ttlExpireAfterSeconds = setup.TTLExpireAfterSeconds
 )
 
 // sweepComment marks a GC sweep's commands in the server's logs.
@@ -186,11 +187,11 @@ func (c collection) detect(ctx context.Context) error {
 		return nil
 	}
 	raw, err := c.c.Database().RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
-	if err != nil && !unsupported(err) {
+	if err != nil && !setup.Unsupported(err) {
 		return dbError("buildInfo", err)
 	}
 	kind := int32(serverPlanner)
-	if _, ok := raw.Lookup("ferretdbVersion").StringValueOK(); ok {
+	if setup.ParseBuildInfo(raw).ExactIDOnly() {
 		kind = serverExactID
 	}
 	c.server.Store(kind)
@@ -344,7 +345,7 @@ func (c collection) deleteOthers(ctx context.Context, owners []string, except st
 // indexSpecs returns the collection's indexes (none if it does not exist).
 func (c collection) indexSpecs(ctx context.Context) ([]bson.Raw, error) {
 	cur, err := c.c.Indexes().List(ctx)
-	if hasCode(err, codeNamespaceNotFound) {
+	if setup.HasCode(err, setup.CodeNamespaceNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -389,28 +390,8 @@ func (c collection) setTTL(ctx context.Context, name string) error {
 
 // dropIndex drops the index called name; one already gone is fine.
 func (c collection) dropIndex(ctx context.Context, name string) error {
-	if err := c.c.Indexes().DropOne(ctx, name); err != nil && !hasCode(err, codeIndexNotFound) {
+	if err := c.c.Indexes().DropOne(ctx, name); err != nil && !setup.HasCode(err, setup.CodeIndexNotFound) {
 		return dbError("drop index", err)
 	}
 	return nil
-}
-
-// Server error codes the store recognises.
-const (
-	codeNamespaceNotFound   = 26
-	codeIndexNotFound       = 27
-	codeCommandNotFound     = 59
-	codeCommandNotSupported = 115
-	codeNotImplemented      = 238
-)
-
-// unsupported reports whether err says the server does not implement what
-// was asked.
-func unsupported(err error) bool {
-	return hasCode(err, codeNotImplemented) || hasCode(err, codeCommandNotSupported) || hasCode(err, codeCommandNotFound)
-}
-
-func hasCode(err error, code int) bool {
-	var se mongo.ServerError
-	return errors.As(err, &se) && se.HasErrorCode(code)
 }
