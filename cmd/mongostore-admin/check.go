@@ -13,6 +13,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -41,22 +42,18 @@ is. Exits 1 if NewStore would fail there. Needs no SESSION_KEY.`,
 // scratchPrefix starts the name of check's scratch collections.
 const scratchPrefix = "mongostore_admin_check_"
 
-// probe is the outcome of trying something on the scratch collection.
+// probe is the server's answer to a trial on the scratch collection.
 type probe struct {
-	tried bool
-	ok    bool
-	err   error // the server's refusal
-	// refused: the server answered that it does not support it, as the
-	// store reads the answer.
-	refused bool
+	answer setup.Answer // NotAsked: not tried
+	err    error        // the server's answer, unless Accepted
 }
 
 // result says how the probe went.
 func (p probe) result() string {
-	switch {
-	case !p.tried:
+	switch p.answer {
+	case setup.NotAsked:
 		return "not tried"
-	case p.ok:
+	case setup.Accepted:
 		return "yes"
 	}
 	return "no: " + serverAnswer(p.err)
@@ -88,7 +85,7 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 		return fmt.Errorf("list collections of %s: %w", db.Name(), err)
 	}
 	exists := len(names) > 0
-	var indexes []index
+	var indexes []setup.Index
 	if exists {
 		n, err := c.coll.EstimatedDocumentCount(ctx)
 		if err != nil {
@@ -121,10 +118,10 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 	if err != nil {
 		return err
 	}
-	switch {
-	case pr.ttl.ok:
+	switch pr.ttl.answer {
+	case setup.Accepted:
 		line("TTL indexes", "yes: createIndexes {expiresAt: 1} with expireAfterSeconds 0 succeeded on a scratch collection")
-	case pr.ttl.refused:
+	case setup.Refused:
 		line("TTL indexes", "no: %s", serverAnswer(pr.ttl.err))
 		more("ExpiryAuto falls back to the GC goroutine; ExpiryTTL makes NewStore fail")
 	default:
@@ -132,22 +129,22 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 		more("NewStore in ExpiryAuto or ExpiryTTL would fail with this answer (ErrDatabase)")
 	}
 	label := "collMod"
-	if pr.seconds.tried {
+	if pr.seconds.answer != setup.NotAsked {
 		line(label, "a TTL index's expireAfterSeconds (3600 to 0): %s", pr.seconds.result())
 		label = ""
 	}
 	line(label, "a plain index to a TTL one: %s", pr.toTTL.result())
-	switch {
-	case pr.toTTL.ok:
+	switch pr.toTTL.answer {
+	case setup.Accepted:
 		more("NewStore fixes an index on expiresAt with other TTL settings, or none, in place")
-	case pr.toTTL.refused:
+	case setup.Refused:
 		more("with an index on expiresAt that is not a TTL one, ExpiryAuto keeps it and falls back to the GC goroutine")
-	case pr.toTTL.tried:
+	case setup.Rejected:
 		more("as MongoDB before 5.1: the store replaces its own plain index (expiresAt_1, from GC mode) by a TTL one,")
 		more("and refuses to touch another: NewStore then fails, naming the dropIndex to run")
 	}
 
-	verdict, fails := predictExpiry(c.coll.Name(), indexes, pr)
+	verdict, fails := predict(c.coll.Name(), indexes, pr)
 	line("ExpiryAuto", "%s", verdict[0])
 	for _, v := range verdict[1:] {
 		more("%s", v)
@@ -172,7 +169,8 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 // runProbes tries, on the empty collection scratch: a TTL index on
 // expiresAt; collMod of a TTL index's expireAfterSeconds (3600 to 0); and
 // collMod of a plain index into a TTL one. Network failures and timeouts
-// are errors; the server's refusals are results.
+// are errors; the server's answers are results, read as the store reads
+// them (setup.Read).
 func runProbes(ctx context.Context, scratch *mongo.Collection) (probes, error) {
 	var p probes
 	create := func(ttl *int32) error {
@@ -180,142 +178,113 @@ func runProbes(ctx context.Context, scratch *mongo.Collection) (probes, error) {
 		if ttl != nil {
 			opts.SetExpireAfterSeconds(*ttl)
 		}
-		_, err := scratch.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: fieldExpiresAt, Value: 1}}, Options: opts})
+		_, err := scratch.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: setup.FieldExpiresAt, Value: 1}}, Options: opts})
 		return err
 	}
-	drop := func() error { return scratch.Indexes().DropOne(ctx, expiresAtIndexName) }
+	drop := func() error { return scratch.Indexes().DropOne(ctx, setup.ExpiresAtIndexName) }
 	collMod := func() error {
-		return scratch.Database().RunCommand(ctx, bson.D{
-			{Key: "collMod", Value: scratch.Name()},
-			{Key: "index", Value: bson.D{{Key: "name", Value: expiresAtIndexName}, {Key: "expireAfterSeconds", Value: int64(0)}}},
-		}).Err()
+		return scratch.Database().RunCommand(ctx, bson.D{{Key: "collMod", Value: scratch.Name()}, {Key: "index", Value: bson.D{
+			{Key: "name", Value: setup.ExpiresAtIndexName}, {Key: "expireAfterSeconds", Value: int64(setup.TTLExpireAfterSeconds)}}}}).Err()
 	}
-	// try records the server's answer to err in pr; other errors stop.
-	try := func(pr *probe, what string, err error, refused func(error) bool) error {
-		pr.tried = true
-		switch {
-		case err == nil:
-			pr.ok = true
-		case !serverError(err):
-			return fmt.Errorf("%s on a scratch collection: %w", what, err)
-		default:
-			pr.err, pr.refused = err, refused(err)
-		}
-		return nil
-	}
-	zero, hour := int32(0), int32(3600)
-	if err := try(&p.ttl, "create a TTL index", create(&zero), ttlRefused); err != nil {
+	zero, hour := int32(setup.TTLExpireAfterSeconds), int32(3600)
+	if err := p.ttl.try("create a TTL index", create(&zero), setup.TTLRefused); err != nil {
 		return p, err
 	}
-	if p.ttl.ok {
-		if err := drop(); err != nil {
-			return p, fmt.Errorf("drop the scratch TTL index: %w", err)
+	if p.ttl.answer == setup.Accepted {
+		if err := errors.Join(drop(), create(&hour)); err != nil {
+			return p, fmt.Errorf("replace the scratch TTL index by one of an hour: %w", err)
 		}
-		if err := create(&hour); err != nil {
-			return p, fmt.Errorf("create a TTL index on a scratch collection: %w", err)
-		}
-		if err := try(&p.seconds, "collMod", collMod(), unsupported); err != nil {
+		if err := errors.Join(p.seconds.try("collMod", collMod(), setup.Unsupported), drop()); err != nil {
 			return p, err
-		}
-		if err := drop(); err != nil {
-			return p, fmt.Errorf("drop the scratch TTL index: %w", err)
 		}
 	}
 	if err := create(nil); err != nil {
-		if !serverError(err) {
+		if !setup.IsAnswer(err) {
 			return p, fmt.Errorf("create a plain index on a scratch collection: %w", err)
 		}
 		return p, nil // collMod not tried
 	}
-	return p, try(&p.toTTL, "collMod", collMod(), unsupported)
+	return p, p.toTTL.try("collMod", collMod(), setup.Unsupported)
 }
 
-// ttlRefused reports whether err, the server's answer to a TTL index,
-// means it does not support one, as the store reads it: a code saying so,
-// or a message about TTL or expireAfterSeconds.
-func ttlRefused(err error) bool {
-	if !serverError(err) {
-		return false
+// try records the server's answer err to what in p, refused saying which
+// answers are refusals; an error that is no answer is returned.
+func (p *probe) try(what string, err error, refused func(error) bool) error {
+	var ok bool
+	if p.answer, ok = setup.Read(err, refused); !ok {
+		return fmt.Errorf("%s on a scratch collection: %w", what, err)
 	}
-	msg := strings.ToLower(err.Error())
-	return unsupported(err) || strings.Contains(msg, "expireafterseconds") || strings.Contains(msg, "ttl") ||
-		strings.Contains(msg, "not supported")
+	p.err = err
+	return nil
 }
 
-// serverAnswer shows a server's error with its code.
-func serverAnswer(err error) string {
-	var ce mongo.CommandError
-	if errors.As(err, &ce) {
-		return fmt.Sprintf("code %d (%s): %s", ce.Code, ce.Name, ce.Message)
-	}
-	return err.Error()
-}
-
-// predictExpiry says what NewStore with ExpiryAuto (the default) would do
-// with a collection that has indexes, on a server that answered the probes
-// so, following the store's set-up (README, Expiry). fails is non-empty if
-// NewStore would fail.
-func predictExpiry(collection string, indexes []index, pr probes) (verdict []string, fails string) {
-	idx := expiresAtIndex(indexes)
-	gc := "GC: the GC goroutine deletes expired sessions every GCInterval (1 minute by default)"
-	// collMod as the store would send it to idx: on a TTL index, it
-	// changes expireAfterSeconds (a server that has TTL indexes allows
-	// that); on a plain one, it makes it a TTL index (MongoDB 5.1+).
-	collMod := pr.toTTL
-	if idx != nil && idx.TTL != nil && pr.seconds.tried {
-		collMod = pr.seconds
-	}
-	switch {
-	case idx == nil && pr.ttl.ok:
-		verdict = []string{"TTL: NewStore creates " + expiresAtIndexName + ", a TTL index with expireAfterSeconds 0"}
-	case idx == nil && pr.ttl.refused:
-		verdict = []string{gc, "NewStore creates " + expiresAtIndexName + ", a plain index, for the sweeps"}
-	case idx == nil:
-		fails = "NewStore would fail: the server answered the TTL index with an error the store does not take for 'not supported'"
-		verdict = []string{fails}
-	case idx.TTL != nil && *idx.TTL == 0:
-		verdict = []string{"TTL: " + idx.Name + " is already a TTL index with expireAfterSeconds 0"}
-	case !collMod.tried:
-		verdict = []string{"unknown: collMod could not be tried on a scratch collection"}
-	case collMod.ok && idx.TTL != nil:
-		verdict = []string{fmt.Sprintf("TTL: NewStore changes the expireAfterSeconds of %s from %d to 0 (collMod)", idx.Name, *idx.TTL)}
-	case collMod.ok:
-		verdict = []string{"TTL: NewStore turns " + idx.Name + " into a TTL index with expireAfterSeconds 0 (collMod)"}
-	case collMod.refused:
-		verdict = []string{gc, "the server does not implement collMod: NewStore keeps " + idx.Name + " as it is, for the sweeps"}
-	case idx.plain && pr.ttl.ok:
-		verdict = []string{"TTL: NewStore drops its own plain index " + idx.Name + " (from GC mode) and creates the TTL index"}
-	case idx.plain:
-		// The store drops its own plain index, then the TTL index is
-		// refused: GC mode, with the sweeps' index gone.
-		verdict = []string{gc, "warning: NewStore first drops " + idx.Name + " to create a TTL index, which the server refuses; " +
-			"the sweeps then scan the collection: start it once with Config.Expiry ExpiryGC to keep the index"}
-	default:
-		was := "no expireAfterSeconds"
-		if idx.TTL != nil {
-			was = fmt.Sprintf("expireAfterSeconds %d", *idx.TTL)
+// predict says what NewStore with ExpiryAuto (the default) would do with
+// a collection that has indexes, on a server that answered the probes so:
+// it follows setup.Decide, as NewStore does, with the probes' answers.
+// fails is non-empty if NewStore would fail.
+func predict(collection string, indexes []setup.Index, pr probes) (verdict []string, fails string) {
+	idx := setup.FindExpiresAt(indexes)
+	var a setup.Answers
+	var steps []setup.Step
+	for d := setup.Decide(idx, a); d.Next != setup.None; d = setup.Decide(idx, a) {
+		switch steps = append(steps, d.Next); d.Next {
+		case setup.CollMod:
+			p := pr.toTTL // on a TTL index, collMod changes expireAfterSeconds
+			if idx.TTL != nil && pr.seconds.answer != setup.NotAsked {
+				p = pr.seconds
+			}
+			if p.answer == setup.NotAsked {
+				return []string{"unknown: collMod could not be tried on a scratch collection"}, ""
+			}
+			a.CollMod = p.answer
+		case setup.CreateTTL:
+			a.CreateTTL = pr.ttl.answer
+		case setup.DropPlain:
+			a.Dropped = true
+		case setup.CreatePlain:
+			a.Restored = true
 		}
-		fails = fmt.Sprintf("NewStore would fail (ErrInvalidConfig): index %s on expiresAt has %s, collMod cannot fix it, "+
-			"and it is not the store's own; drop it with db.getCollection(%q).dropIndex(%q)", idx.Name, was, collection, idx.Name)
-		verdict = []string{fails}
 	}
-	if len(indexes) > 0 && fails == "" {
-		owner := false
-		for _, i := range indexes {
-			owner = owner || i.Name == ownerIndexName
-		}
-		if !owner {
-			verdict = append(verdict, "NewStore creates "+ownerIndexName+" (sparse) for the users' session lists")
-		}
-	} else if fails == "" {
-		verdict = append(verdict, "NewStore creates "+ownerIndexName+" (sparse) for the users' session lists")
+	verdict, fails = describePlan(collection, idx, steps, setup.Decide(idx, a).Outcome)
+	if fails == "" && !setup.HasOwnerIndex(indexes) {
+		verdict = append(verdict, "NewStore creates "+setup.OwnerIndexName+" (sparse) for the users' session lists")
 	}
 	return verdict, fails
 }
 
+// describePlan says what NewStore does with the index on expiresAt idx
+// (nil: none) when it sends steps and the outcome is so.
+func describePlan(collection string, idx *setup.Index, steps []setup.Step, outcome setup.Outcome) (verdict []string, fails string) {
+	const gc = "GC: the GC goroutine deletes expired sessions every GCInterval (1 minute by default)"
+	switch {
+	case outcome == setup.Conflict:
+		fails = "NewStore would fail (ErrInvalidConfig): " + setup.ConflictReason(collection, idx)
+	case outcome == setup.Failed:
+		fails = "NewStore would fail (ErrDatabase): the server answered the TTL index with an error the store does not take for 'not supported'"
+	case outcome == setup.NoTTL && idx == nil:
+		return []string{gc, "NewStore creates " + setup.ExpiresAtIndexName + ", a plain index, for the sweeps"}, ""
+	case outcome == setup.NoTTL && slices.Contains(steps, setup.CreatePlain):
+		return []string{gc, "NewStore drops its own plain index " + idx.Name + " to create a TTL index, which the server refuses, " +
+			"and creates " + idx.Name + " again, for the sweeps"}, ""
+	case outcome == setup.NoTTL:
+		return []string{gc, "the server does not implement collMod: NewStore keeps " + idx.Name + " as it is, for the sweeps"}, ""
+	case len(steps) == 0:
+		return []string{"TTL: " + idx.Name + " is already a TTL index with expireAfterSeconds 0"}, ""
+	case idx == nil:
+		return []string{"TTL: NewStore creates " + setup.ExpiresAtIndexName + ", a TTL index with expireAfterSeconds 0"}, ""
+	case slices.Contains(steps, setup.DropPlain):
+		return []string{"TTL: NewStore drops its own plain index " + idx.Name + " (from GC mode) and creates the TTL index"}, ""
+	case idx.TTL != nil:
+		return []string{fmt.Sprintf("TTL: NewStore changes the expireAfterSeconds of %s from %d to 0 (collMod)", idx.Name, *idx.TTL)}, ""
+	default:
+		return []string{"TTL: NewStore turns " + idx.Name + " into a TTL index with expireAfterSeconds 0 (collMod)"}, ""
+	}
+	return []string{fails}, fails
+}
+
 // explainQueries shows how the server reads the store's queries on the
 // collection.
-func (a *app) explainQueries(ctx context.Context, c *conn, info serverInfo, indexes []index, line func(string, string, ...any)) error {
+func (a *app) explainQueries(ctx context.Context, c *conn, info serverInfo, indexes []setup.Index, line func(string, string, ...any)) error {
 	now := bson.NewDateTimeFromTime(time.Now())
 	var id [32]byte
 	_, _ = rand.Read(id[:])
@@ -323,7 +292,7 @@ func (a *app) explainQueries(ctx context.Context, c *conn, info serverInfo, inde
 	owner := base64.RawURLEncoding.EncodeToString(id[:16])
 	expiresAtNames := []string{}
 	for _, idx := range indexes {
-		if idx.expiresAt {
+		if idx.On(setup.FieldExpiresAt) {
 			expiresAtNames = append(expiresAtNames, idx.Name)
 		}
 	}
@@ -331,8 +300,8 @@ func (a *app) explainQueries(ctx context.Context, c *conn, info serverInfo, inde
 		shape  string
 		filter bson.D
 	}{"update {_id, rev, expiresAt: {$gt: now}}", bson.D{{Key: "_id", Value: docID}, {Key: "rev", Value: int64(1)},
-		{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: now}}}}}
-	if info.exactIDOnly() {
+		{Key: setup.FieldExpiresAt, Value: bson.D{{Key: "$gt", Value: now}}}}}
+	if info.Kind == setup.FerretDB1 {
 		save.shape, save.filter = "findAndModify {_id}", bson.D{{Key: "_id", Value: docID}}
 	}
 	queries := []struct {
@@ -343,7 +312,7 @@ func (a *app) explainQueries(ctx context.Context, c *conn, info serverInfo, inde
 	}{
 		{"load", "find {_id}", bson.D{{Key: "_id", Value: docID}}, []string{"_id_"}, "every request scans the collection"},
 		{"save", save.shape, save.filter, []string{"_id_"}, "every save scans the collection"},
-		{"list", "find {owner}", bson.D{{Key: fieldOwner, Value: owner}}, []string{ownerIndexName}, "listing or ending a user's sessions scans the collection"},
+		{"list", "find {owner}", bson.D{{Key: setup.FieldOwner, Value: owner}}, []string{setup.OwnerIndexName}, "listing or ending a user's sessions scans the collection"},
 		{"sweep", "delete {expiresAt: {$lte: now}}", expiredFilter(now.Time()), expiresAtNames, "every GC sweep or DeleteExpired scans the collection"},
 	}
 	line("queries", "how the server reads the store's queries on %s (explain):", c.name())
@@ -355,7 +324,7 @@ func (a *app) explainQueries(ctx context.Context, c *conn, info serverInfo, inde
 			{Key: "verbosity", Value: "queryPlanner"},
 		}).Raw()
 		if err != nil {
-			if !serverError(err) {
+			if !setup.IsAnswer(err) {
 				return fmt.Errorf("explain %s: %w", q.name, err)
 			}
 			fmt.Fprintf(tw, "  %s\t%s\tunknown: explain failed: %s\n", q.name, q.shape, serverAnswer(err))
@@ -366,12 +335,12 @@ func (a *app) explainQueries(ctx context.Context, c *conn, info serverInfo, inde
 		used, exists := false, false
 		for _, want := range q.want {
 			used = used || p.uses(want)
-			exists = exists || slices.ContainsFunc(indexes, func(i index) bool { return i.Name == want })
+			exists = exists || slices.ContainsFunc(indexes, func(i setup.Index) bool { return i.Name == want })
 		}
 		switch {
 		case used:
 			verdict = "ok"
-		case p.Scan && info.Kind == kindFerretDB1:
+		case p.Scan && info.Kind == setup.FerretDB1:
 			verdict = "FerretDB v1 scans for every query"
 		case !exists && len(q.want) == 1:
 			verdict = "warning: no " + q.want[0] + " index: " + q.without
@@ -426,9 +395,9 @@ func (a *app) checkConcerns(ctx context.Context, c *conn, info serverInfo, line 
 			if src, ok := raw.Lookup("defaultWriteConcernSource").StringValueOK(); ok {
 				def += " (" + src + ")"
 			}
-		case unsupported(err):
+		case setup.Unsupported(err):
 			def += " (the server has no getDefaultRWConcern to say which)"
-		case serverError(err):
+		case setup.IsAnswer(err):
 			def += " (getDefaultRWConcern: " + serverAnswer(err) + ")"
 		}
 		line("write concern", "none in the URI: %s", def)

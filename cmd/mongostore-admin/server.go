@@ -5,21 +5,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
-// Server kinds, from buildInfo.
-const (
-	kindMongoDB   = "MongoDB"
-	kindFerretDB1 = "FerretDB v1"
-	kindFerretDB2 = "FerretDB v2"
-)
-
 // serverInfo is what buildInfo and hello say about the server.
 type serverInfo struct {
-	// Kind is MongoDB, FerretDB v1 (buildInfo has ferretdbVersion) or
-	// FerretDB v2 (buildInfo has a ferretdb document).
+	// Kind is MongoDB, FerretDB v1 or FerretDB v2 (setup.ParseBuildInfo).
 	Kind string `json:"kind"`
 	// Version is the server's version: FerretDB's own for FerretDB.
 	Version string `json:"version"`
@@ -30,14 +23,14 @@ type serverInfo struct {
 }
 
 func (s serverInfo) String() string {
-	if s.Kind == kindMongoDB {
+	if s.Kind == setup.MongoDB {
 		return "MongoDB " + s.Version + ", " + s.Topology
 	}
 	name := "FerretDB " + s.Version
 	if s.Version == unknownVersion {
 		name = s.Kind + " " + unknownVersion
 	}
-	if s.Kind == kindFerretDB2 {
+	if s.Kind == setup.FerretDB2 {
 		name += " on PostgreSQL with DocumentDB"
 	}
 	return name + " (claims MongoDB " + s.MongoDBVersion + "), " + s.Topology
@@ -45,26 +38,14 @@ func (s serverInfo) String() string {
 
 const unknownVersion = "(version unknown)"
 
-// exactIDOnly reports whether the server uses an index for exactly
-// {_id: …} only, and the store's saves are shaped for that (FerretDB v1).
-func (s serverInfo) exactIDOnly() bool { return s.Kind == kindFerretDB1 }
-
 // getServerInfo asks the server what it is, as NewStore does.
 func getServerInfo(ctx context.Context, db *mongo.Database) (serverInfo, error) {
-	info := serverInfo{Kind: kindMongoDB, Topology: "standalone"}
 	raw, err := db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
-	if err != nil && !unsupported(err) {
-		return info, fmt.Errorf("buildInfo: %w", err)
+	if err != nil && !setup.Unsupported(err) {
+		return serverInfo{}, fmt.Errorf("buildInfo: %w", err)
 	}
-	if v, ok := raw.Lookup("version").StringValueOK(); ok {
-		info.Version, info.MongoDBVersion = v, v
-	}
-	if v, ok := raw.Lookup("ferretdbVersion").StringValueOK(); ok {
-		info.Kind, info.Version = kindFerretDB1, v
-	} else if fd, ok := raw.Lookup("ferretdb").DocumentOK(); ok {
-		info.Kind = kindFerretDB2
-		info.Version, _ = fd.Lookup("version").StringValueOK()
-	}
+	b := setup.ParseBuildInfo(raw)
+	info := serverInfo{Kind: b.Kind, Version: b.Version, MongoDBVersion: b.MongoDBVersion, Topology: "standalone"}
 	if info.Version == "" || info.Version == "unknown" { // FerretDB built without its version
 		info.Version = unknownVersion
 	}
@@ -83,26 +64,11 @@ func getServerInfo(ctx context.Context, db *mongo.Database) (serverInfo, error) 
 	return info, nil
 }
 
-// Server error codes.
-const (
-	codeCommandNotFound     = 59
-	codeCommandNotSupported = 115
-	codeNotImplemented      = 238
-)
-
-// unsupported reports whether err says the server does not implement what
-// was asked (as the store reads it).
-func unsupported(err error) bool {
-	var se mongo.ServerError
-	if !errors.As(err, &se) {
-		return false
+// serverAnswer shows a server's error with its code.
+func serverAnswer(err error) string {
+	var ce mongo.CommandError
+	if errors.As(err, &ce) {
+		return fmt.Sprintf("code %d (%s): %s", ce.Code, ce.Name, ce.Message)
 	}
-	return se.HasErrorCode(codeNotImplemented) || se.HasErrorCode(codeCommandNotSupported) || se.HasErrorCode(codeCommandNotFound)
-}
-
-// serverError reports whether err is the server's answer, not a network
-// failure or a timeout.
-func serverError(err error) bool {
-	var se mongo.ServerError
-	return errors.As(err, &se)
+	return err.Error()
 }

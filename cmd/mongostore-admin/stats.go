@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -165,11 +166,11 @@ func (a *app) stats(ctx context.Context, c *conn, o statsOptions) error {
 }
 
 func liveFilter(now time.Time) bson.D {
-	return bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(now)}}}}
+	return bson.D{{Key: setup.FieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(now)}}}}
 }
 
 func expiredFilter(now time.Time) bson.D {
-	return bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bson.NewDateTimeFromTime(now)}}}}
+	return bson.D{{Key: setup.FieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bson.NewDateTimeFromTime(now)}}}}
 }
 
 // countExpired counts the documents expired at now (the filter of a GC
@@ -182,7 +183,7 @@ func countExpired(ctx context.Context, coll *mongo.Collection, now time.Time) (i
 		{{Key: "$group", Value: bson.D{
 			{Key: "_id", Value: nil},
 			{Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}},
-			{Key: "oldest", Value: bson.D{{Key: "$min", Value: "$" + fieldExpiresAt}}},
+			{Key: "oldest", Value: bson.D{{Key: "$min", Value: "$" + setup.FieldExpiresAt}}},
 		}}},
 	}
 	cur, err := coll.Aggregate(ctx, pipeline)
@@ -200,7 +201,7 @@ func countExpired(ctx context.Context, coll *mongo.Collection, now time.Time) (i
 			return n, nil, nil
 		}
 	}
-	if !serverError(err) {
+	if !setup.IsAnswer(err) {
 		return 0, nil, fmt.Errorf("count expired sessions: %w", err)
 	}
 	// A server without $group or $min: two queries.
@@ -212,15 +213,15 @@ func countExpired(ctx context.Context, coll *mongo.Collection, now time.Time) (i
 		return 0, nil, nil
 	}
 	raw, err := coll.FindOne(ctx, expiredFilter(now), options.FindOne().
-		SetSort(bson.D{{Key: fieldExpiresAt, Value: 1}}).
-		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: fieldExpiresAt, Value: 1}})).Raw()
+		SetSort(bson.D{{Key: setup.FieldExpiresAt, Value: 1}}).
+		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: setup.FieldExpiresAt, Value: 1}})).Raw()
 	if errors.Is(err, mongo.ErrNoDocuments) {
 		return n, nil, nil
 	}
 	if err != nil {
 		return n, nil, fmt.Errorf("find the oldest expired session: %w", err)
 	}
-	if ms, ok := raw.Lookup(fieldExpiresAt).DateTimeOK(); ok {
+	if ms, ok := raw.Lookup(setup.FieldExpiresAt).DateTimeOK(); ok {
 		t := time.UnixMilli(ms).UTC()
 		return n, &t, nil
 	}
@@ -258,7 +259,7 @@ func sampleSizes(ctx context.Context, coll *mongo.Collection, n int) (*sizeRepor
 			return summarizeSizes(sizes, try.method, try.random), nil
 		}
 		errs = append(errs, err)
-		if !serverError(err) {
+		if !setup.IsAnswer(err) {
 			break
 		}
 	}
@@ -335,7 +336,7 @@ func (r *statsReport) print(w io.Writer, server string) {
 		if i == 0 {
 			label = "indexes"
 		}
-		line(label, "%s %s", idx.Name, idx.describe())
+		line(label, "%s %s", idx.Name, describeIndex(idx))
 	}
 	if len(r.Indexes.Problems) == 0 {
 		more("as the store expects")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -62,45 +63,39 @@ func TestReadPlan(t *testing.T) {
 }
 
 func TestAnalyzeIndexes(t *testing.T) {
-	spec := func(ext string) index {
+	spec := func(ext string) setup.Index {
 		var raw bson.Raw
 		if err := bson.UnmarshalExtJSON([]byte(ext), false, &raw); err != nil {
 			t.Fatal(err)
 		}
-		return parseIndex(raw)
+		return setup.ParseIndex(raw)
 	}
 	id := spec(`{"v": 2, "key": {"_id": 1}, "name": "_id_"}`)
 	owner := spec(`{"v": 2, "key": {"owner": 1}, "name": "owner_1", "sparse": true}`)
 	ttl := spec(`{"v": 2, "key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 0}`)
 	plain := spec(`{"v": 2, "key": {"expiresAt": 1}, "name": "expiresAt_1"}`)
-	if !plain.plain || ttl.plain || !ttl.expiresAt || owner.expiresAt {
-		t.Errorf("plain %v, ttl %v: want the plain index only to be the store's own plain one", plain.plain, ttl.plain)
-	}
-	if got := ttl.describe(); got != "{expiresAt: 1}, TTL expireAfterSeconds 0" {
-		t.Errorf("describe = %q", got)
-	}
-	if got := spec(`{"v": 2, "key": {"_id": "hashed"}, "name": "_id_hashed"}`).Key; got != `{_id: "hashed"}` {
-		t.Errorf("hashed key = %q", got)
+	if got := describeIndex(ttl); got != "{expiresAt: 1}, TTL expireAfterSeconds 0" {
+		t.Errorf("describeIndex = %q", got)
 	}
 	tests := []struct {
 		name     string
-		indexes  []index
+		indexes  []setup.Index
 		mode     string
 		problems []string
 	}{
-		{"TTL", []index{id, ttl, owner}, modeTTL, nil},
-		{"GC", []index{id, plain, owner}, modeGC, nil},
-		{"TTL preferred", []index{id, spec(`{"key": {"expiresAt": -1}, "name": "e"}`), ttl, owner}, modeTTL, nil},
-		{"none", []index{id}, modeNone, []string{"no index on expiresAt", "no owner_1 index"}},
-		{"TTL of an hour", []index{id, spec(`{"key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 3600}`), owner},
+		{"TTL", []setup.Index{id, ttl, owner}, modeTTL, nil},
+		{"GC", []setup.Index{id, plain, owner}, modeGC, nil},
+		{"TTL preferred", []setup.Index{id, spec(`{"key": {"expiresAt": -1}, "name": "e"}`), ttl, owner}, modeTTL, nil},
+		{"none", []setup.Index{id}, modeNone, []string{"no index on expiresAt", "no owner_1 index"}},
+		{"TTL of an hour", []setup.Index{id, spec(`{"key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 3600}`), owner},
 			modeTTL, []string{"expireAfterSeconds 3600, not 0"}},
-		{"owner not sparse", []index{id, ttl, spec(`{"key": {"owner": 1}, "name": "owner_1"}`)}, modeTTL, []string{"owner_1 is not sparse"}},
-		{"owner compound", []index{id, ttl, spec(`{"key": {"owner": 1, "expiresAt": 1}, "name": "owner_1"}`)}, modeTTL,
+		{"owner not sparse", []setup.Index{id, ttl, spec(`{"key": {"owner": 1}, "name": "owner_1"}`)}, modeTTL, []string{"owner_1 is not sparse"}},
+		{"owner compound", []setup.Index{id, ttl, spec(`{"key": {"owner": 1, "expiresAt": 1}, "name": "owner_1"}`)}, modeTTL,
 			[]string{"owner_1 is {owner: 1, expiresAt: 1}, not {owner: 1}"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := analyzeIndexes(tt.indexes, kindMongoDB)
+			r := analyzeIndexes(tt.indexes, setup.MongoDB)
 			if r.Mode != tt.mode || len(r.Problems) != len(tt.problems) {
 				t.Fatalf("mode %s, problems %q; want %s, %d problems", r.Mode, r.Problems, tt.mode, len(tt.problems))
 			}
@@ -113,44 +108,52 @@ func TestAnalyzeIndexes(t *testing.T) {
 	}
 }
 
-func TestPredictExpiry(t *testing.T) {
-	plain := index{Name: "expiresAt_1", expiresAt: true, ascending: true, plain: true}
-	other := index{Name: "exp", expiresAt: true, ascending: true}
-	hour := int64(3600)
-	ttlHour := index{Name: "expiresAt_1", expiresAt: true, ascending: true, TTL: &hour}
-	zero := int64(0)
-	ttl := index{Name: "expiresAt_1", expiresAt: true, ascending: true, TTL: &zero}
-	owner := index{Name: "owner_1"}
-	yes, refused, answered := probe{tried: true, ok: true}, probe{tried: true, refused: true, err: errTest}, probe{tried: true, err: errTest}
+// TestPredict checks what check says NewStore would do, for the indexes
+// and the server's answers to the trials.
+func TestPredict(t *testing.T) {
+	hour, zero := int64(3600), int64(0)
+	plain := setup.Index{Name: "expiresAt_1", Fields: []string{"expiresAt"}, Ascending: true, Plain: true}
+	other := setup.Index{Name: "exp", Fields: []string{"expiresAt"}, Ascending: true}
+	ttlHour := setup.Index{Name: "expiresAt_1", Fields: []string{"expiresAt"}, Ascending: true, TTL: &hour}
+	ttl := setup.Index{Name: "expiresAt_1", Fields: []string{"expiresAt"}, Ascending: true, TTL: &zero}
+	owner := setup.Index{Name: "owner_1"}
+	yes, refused, answered := probe{answer: setup.Accepted}, probe{answer: setup.Refused, err: errTest}, probe{answer: setup.Rejected, err: errTest}
 	documentDB := probes{ttl: yes, seconds: yes, toTTL: answered} // as MongoDB before 5.1
 	mongoDB := probes{ttl: yes, seconds: yes, toTTL: yes}
 	noTTL := probes{ttl: refused, toTTL: refused}
 	tests := []struct {
 		name          string
-		indexes       []index
+		indexes       []setup.Index
 		probes        probes
 		verdict, fail string
 	}{
 		{"new, TTL", nil, documentDB, "TTL: NewStore creates expiresAt_1", ""},
 		{"new, no TTL", nil, noTTL, "GC:", ""},
 		{"new, odd answer", nil, probes{ttl: answered, toTTL: answered}, "NewStore would fail", "NewStore would fail"},
-		{"TTL already", []index{ttl, owner}, documentDB, "TTL: expiresAt_1 is already", ""},
-		{"collMod", []index{plain, owner}, mongoDB, "TTL: NewStore turns expiresAt_1 into", ""},
-		{"no collMod command", []index{other}, noTTL, "GC:", ""},
-		{"own plain, collMod refused", []index{plain}, documentDB, "TTL: NewStore drops its own plain index", ""},
-		{"own plain, no TTL", []index{plain}, probes{ttl: refused, toTTL: answered}, "GC:", ""},
-		{"other plain, collMod refused", []index{other}, documentDB, "NewStore would fail (ErrInvalidConfig): index exp", "dropIndex(\"exp\")"},
-		{"TTL of an hour", []index{ttlHour}, documentDB, "TTL: NewStore changes the expireAfterSeconds of expiresAt_1 from 3600 to 0", ""},
-		{"TTL of an hour, collMod refused", []index{ttlHour}, probes{ttl: yes, seconds: answered, toTTL: answered},
-			"NewStore would fail (ErrInvalidConfig): index expiresAt_1 on expiresAt has expireAfterSeconds 3600", "would fail"},
+		{"TTL already", []setup.Index{ttl, owner}, documentDB, "TTL: expiresAt_1 is already", ""},
+		{"collMod", []setup.Index{plain, owner}, mongoDB, "TTL: NewStore turns expiresAt_1 into", ""},
+		{"no collMod command", []setup.Index{other}, noTTL, "GC:", ""},
+		{"own plain, collMod refused", []setup.Index{plain}, documentDB, "TTL: NewStore drops its own plain index", ""},
+		{"own plain, no TTL", []setup.Index{plain}, probes{ttl: refused, toTTL: answered}, "GC:", ""},
+		{"other plain, collMod refused", []setup.Index{other}, documentDB, "NewStore would fail (ErrInvalidConfig): index \"exp\"", "dropIndex(\"exp\")"},
+		{"TTL of an hour", []setup.Index{ttlHour}, documentDB, "TTL: NewStore changes the expireAfterSeconds of expiresAt_1 from 3600 to 0", ""},
+		{"TTL of an hour, collMod refused", []setup.Index{ttlHour}, probes{ttl: yes, seconds: answered, toTTL: answered},
+			"NewStore would fail (ErrInvalidConfig): index \"expiresAt_1\" on expiresAt has expireAfterSeconds 3600", "would fail"},
+		{"collMod not tried", []setup.Index{plain}, probes{ttl: yes}, "unknown: collMod could not be tried", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			verdict, fails := predictExpiry("sessions", tt.indexes, tt.probes)
+			verdict, fails := predict("sessions", tt.indexes, tt.probes)
 			if !strings.HasPrefix(verdict[0], tt.verdict) || (tt.fail == "") != (fails == "") || !strings.Contains(fails, tt.fail) {
-				t.Errorf("predictExpiry = %q, %q; want %q…, failing with %q", verdict, fails, tt.verdict, tt.fail)
+				t.Errorf("predict = %q, %q; want %q…, failing with %q", verdict, fails, tt.verdict, tt.fail)
 			}
 		})
+	}
+	// The store drops its own plain index, then the server refuses the TTL
+	// index: NewStore creates the plain index again, for the GC's sweeps.
+	verdict, _ := predict("sessions", []setup.Index{plain}, probes{ttl: refused, toTTL: answered})
+	if len(verdict) < 2 || !strings.Contains(verdict[1], "creates expiresAt_1 again, for the sweeps") {
+		t.Errorf("predict = %q, want the plain index created again", verdict)
 	}
 }
 
