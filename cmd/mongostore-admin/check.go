@@ -3,14 +3,12 @@ package main
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/mongostore/mongostore/internal/setup"
@@ -28,12 +26,10 @@ var checkCommand = command{
 	help: `
 Asks the server what it is (buildInfo, hello), tries on a scratch
 collection, which it drops afterwards, whether it accepts a TTL index and
-whether collMod turns a plain index into a TTL one, explains the store's
-queries on the sessions collection (load, save, list a user's sessions,
-GC sweep) to show the index each uses, or a collection scan, compares the
-read preference and write concern of MONGODB_URI with what the store uses,
-and says what NewStore with ExpiryAuto would do with the collection as it
-is. Exits 1 if NewStore would fail there. Needs no SESSION_KEY.`,
+whether collMod turns a plain index into a TTL one, says what NewStore
+with ExpiryAuto would do with the collection as it is, and compares the
+read preference and write concern of MONGODB_URI with what the store
+uses. Exits 1 if NewStore would fail there. Needs no SESSION_KEY.`,
 	flags: func(fs *flag.FlagSet) body {
 		return body{run: func(ctx context.Context, a *app, c *conn) error { return a.check(ctx, c) }}
 	},
@@ -148,14 +144,6 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 	line("ExpiryAuto", "%s", verdict[0])
 	for _, v := range verdict[1:] {
 		more("%s", v)
-	}
-
-	if exists {
-		if err := a.explainQueries(ctx, c, info, indexes, line); err != nil {
-			return err
-		}
-	} else {
-		line("queries", "no plans to show: the collection does not exist yet")
 	}
 
 	a.checkConcerns(ctx, c, info, line, more)
@@ -280,88 +268,6 @@ func describePlan(collection string, idx *setup.Index, steps []setup.Step, outco
 		return []string{"TTL: NewStore turns " + idx.Name + " into a TTL index with expireAfterSeconds 0 (collMod)"}, ""
 	}
 	return []string{fails}, fails
-}
-
-// explainQueries shows how the server reads the store's queries on the
-// collection.
-func (a *app) explainQueries(ctx context.Context, c *conn, info serverInfo, indexes []setup.Index, line func(string, string, ...any)) error {
-	now := bson.NewDateTimeFromTime(time.Now())
-	var id [32]byte
-	_, _ = rand.Read(id[:])
-	docID := hex.EncodeToString(id[:])
-	owner := base64.RawURLEncoding.EncodeToString(id[:16])
-	expiresAtNames := []string{}
-	for _, idx := range indexes {
-		if idx.On(setup.FieldExpiresAt) {
-			expiresAtNames = append(expiresAtNames, idx.Name)
-		}
-	}
-	save := struct {
-		shape  string
-		filter bson.D
-	}{"update {_id, rev, expiresAt: {$gt: now}}", bson.D{{Key: "_id", Value: docID}, {Key: "rev", Value: int64(1)},
-		{Key: setup.FieldExpiresAt, Value: bson.D{{Key: "$gt", Value: now}}}}}
-	if info.Kind == setup.FerretDB1 {
-		save.shape, save.filter = "findAndModify {_id}", bson.D{{Key: "_id", Value: docID}}
-	}
-	queries := []struct {
-		name, shape string
-		filter      bson.D
-		want        []string
-		without     string // what a scan costs
-	}{
-		{"load", "find {_id}", bson.D{{Key: "_id", Value: docID}}, []string{"_id_"}, "every request scans the collection"},
-		{"save", save.shape, save.filter, []string{"_id_"}, "every save scans the collection"},
-		{"list", "find {owner}", bson.D{{Key: setup.FieldOwner, Value: owner}}, []string{setup.OwnerIndexName}, "listing or ending a user's sessions scans the collection"},
-		{"sweep", "delete {expiresAt: {$lte: now}}", expiredFilter(now.Time()), expiresAtNames, "every GC sweep or DeleteExpired scans the collection"},
-	}
-	line("queries", "how the server reads the store's queries on %s (explain):", c.name())
-	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	small := false
-	for _, q := range queries {
-		raw, err := c.coll.Database().RunCommand(ctx, bson.D{
-			{Key: "explain", Value: bson.D{{Key: "find", Value: c.coll.Name()}, {Key: "filter", Value: q.filter}}},
-			{Key: "verbosity", Value: "queryPlanner"},
-		}).Raw()
-		if err != nil {
-			if !setup.IsAnswer(err) {
-				return fmt.Errorf("explain %s: %w", q.name, err)
-			}
-			fmt.Fprintf(tw, "  %s\t%s\tunknown: explain failed: %s\n", q.name, q.shape, serverAnswer(err))
-			continue
-		}
-		p := readPlan(raw)
-		verdict := ""
-		used, exists := false, false
-		for _, want := range q.want {
-			used = used || p.uses(want)
-			exists = exists || slices.ContainsFunc(indexes, func(i setup.Index) bool { return i.Name == want })
-		}
-		switch {
-		case used:
-			verdict = "ok"
-		case p.Scan && info.Kind == setup.FerretDB1:
-			verdict = "FerretDB v1 scans for every query"
-		case !exists && len(q.want) == 1:
-			verdict = "warning: no " + q.want[0] + " index: " + q.without
-		case !exists:
-			verdict = "warning: no index on expiresAt: " + q.without
-		case p.Scan:
-			verdict = "warning: " + q.without
-			small = true
-		default:
-			verdict = "warning: not the index " + strings.Join(q.want, " or ")
-			small = true
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", q.name, q.shape, p, verdict)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if small {
-		line("", "%s", "(on a small collection a planner may prefer another plan where the index exists)")
-	}
-	return nil
 }
 
 // checkConcerns compares the read preference and write concern of the
