@@ -258,7 +258,7 @@ func (a *app) start(ctx context.Context, cmd command, common commonFlags, b body
 
 	opts := options.Client().SetServerSelectionTimeout(selectTimeout).ApplyURI(uri)
 	if err := opts.Validate(); err != nil {
-		return usagef("MONGODB_URI: %v", redact(err.Error(), uri))
+		return usagef("MONGODB_URI: not a valid connection string: %s", maskParseError(err.Error(), uri))
 	}
 	uriOpts := options.Client().ApplyURI(uri) // what the URI alone sets, for check
 	if opts.AppName == nil {

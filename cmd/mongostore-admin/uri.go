@@ -2,6 +2,7 @@ package main
 
 import (
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -57,3 +58,46 @@ func redact(msg, uri string) string {
 	}
 	return msg
 }
+
+// maskParseError returns msg, the driver's error for the connection string
+// uri, which it could not parse, without any part of the URI's user name,
+// password or host, which the driver quotes (`strconv.Atoi: parsing
+// "S3cretPw"` for a password taken for a port): each quoted string, and
+// each word of three characters or more, found in the URI before its
+// options becomes "…"; if a part of four characters of it still shows,
+// none of msg is shown.
+func maskParseError(msg, uri string) string {
+	_, authority, ok := strings.Cut(uri, "://")
+	if !ok {
+		authority = uri
+	}
+	authority, _, _ = strings.Cut(authority, "?")
+	plain, err := url.PathUnescape(authority)
+	if err != nil {
+		plain = authority
+	}
+	inURI := func(s string) bool { return strings.Contains(authority, s) || strings.Contains(plain, s) }
+	masked := word.ReplaceAllStringFunc(msg, func(w string) string {
+		if quoted, ok := strings.CutPrefix(w, `"`); ok {
+			if quoted = strings.TrimSuffix(quoted, `"`); quoted != "" && inURI(quoted) {
+				return `"…"`
+			}
+			return w
+		}
+		if core := strings.TrimRight(w, ":."); len(core) >= 3 && inURI(core) {
+			return "…" + w[len(core):]
+		}
+		return w
+	})
+	for _, s := range []string{authority, plain} {
+		for i := 0; i+4 <= len(s); i++ {
+			if strings.Contains(masked, s[i:i+4]) {
+				return "the driver's reason is not shown: it quotes part of the user name, password or host"
+			}
+		}
+	}
+	return masked
+}
+
+// word matches a quoted string or a word of an error message.
+var word = regexp.MustCompile(`"[^"]*"|[^\s"'=,;()]+`)
