@@ -6,6 +6,7 @@
 //	mongostore-admin sessions -owner alice a user's live sessions (needs SESSION_KEY)
 //	mongostore-admin end -owner alice      end all of a user's sessions (needs SESSION_KEY)
 //	mongostore-admin check                 what the server supports, what the store does there
+//	mongostore-admin -version              the module version it was built from
 //
 // It is configured like the sample app, from the environment:
 //
@@ -35,6 +36,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -125,6 +127,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	switch args[0] {
+	case "-version", "--version":
+		info, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(a.stdout, "mongostore-admin", moduleVersion(info))
+		return exitOK
 	case "-h", "-help", "--help", "help":
 		if len(args) > 1 && args[0] == "help" {
 			return a.run(ctx, []string{args[1], "-h"})
@@ -142,6 +148,16 @@ func (a *app) run(ctx context.Context, args []string) int {
 	return exitUsage
 }
 
+// moduleVersion returns the version of the module the command was built
+// from, as info (nil if the binary has none) says: "v1.4.0" after go
+// install …@v1.4.0, "(devel)" for a build in a working tree.
+func moduleVersion(info *debug.BuildInfo) string {
+	if info == nil || info.Main.Version == "" {
+		return "(devel)"
+	}
+	return info.Main.Version
+}
+
 // usage prints the command's overview.
 func (a *app) usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: mongostore-admin <command> [flags]")
@@ -154,7 +170,7 @@ func (a *app) usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprint(w, envHelp)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'mongostore-admin <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "Run 'mongostore-admin <command> -h' for a command's flags, 'mongostore-admin -version' for its version.")
 	fmt.Fprintln(w, "Exit codes: 0 done, 1 failure, 2 usage.")
 }
 
