@@ -63,50 +63,25 @@ type probes struct {
 }
 
 func (a *app) check(ctx context.Context, c *conn) (err error) {
-	w := a.stdout
-	line := func(label, format string, args ...any) {
-		fmt.Fprintf(w, "%-13s %s\n", label, fmt.Sprintf(format, args...))
-	}
-	more := func(format string, args ...any) { line("", format, args...) }
-	db := c.coll.Database()
-
-	info, err := getServerInfo(ctx, db)
+	r := report{a.stdout, 13}
+	info, err := getServerInfo(ctx, c.coll.Database())
 	if err != nil {
 		return err
 	}
-	line("server", "%s at %s", info, c.server)
-
-	names, err := db.ListCollectionNames(ctx, bson.D{{Key: "name", Value: c.coll.Name()}})
+	r.line("server", "%s at %s", info, c.server)
+	indexes, err := a.checkCollection(ctx, c, r)
 	if err != nil {
-		return fmt.Errorf("list collections of %s: %w", db.Name(), err)
+		return err
 	}
-	exists := len(names) > 0
-	var indexes []setup.Index
-	if exists {
-		n, err := c.coll.EstimatedDocumentCount(ctx)
-		if err != nil {
-			return fmt.Errorf("estimated document count: %w", err)
-		}
-		line("collection", "%s: %s documents (estimated)", c.name(), count(n))
-		if indexes, err = listIndexes(ctx, c.coll); err != nil {
-			return err
-		}
-	} else {
-		line("collection", "%s does not exist yet: the application's first NewStore or session creates it", c.name())
+	scratch, drop, err := a.scratch(ctx, c)
+	if err != nil {
+		return err
 	}
-
-	// The scratch collection, dropped whatever happens.
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	scratch := db.Collection(scratchPrefix + hex.EncodeToString(suffix[:]))
 	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if derr := scratch.Drop(dctx); derr != nil {
-			fmt.Fprintf(a.stderr, "mongostore-admin check: could not drop the scratch collection %s.%s: %v; drop it by hand: db.getCollection(%q).drop()\n",
-				db.Name(), scratch.Name(), derr, scratch.Name())
+		if derr := drop(); derr != nil {
+			fmt.Fprintf(a.stderr, "mongostore-admin check: %v\n", derr)
 			if err == nil {
-				err = problemError{"the scratch collection was left behind"}
+				err = problemError{"check left its scratch collection or database behind"}
 			}
 		}
 	}()
@@ -114,44 +89,108 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 	if err != nil {
 		return err
 	}
-	switch pr.ttl.answer {
-	case setup.Accepted:
-		line("TTL indexes", "yes: createIndexes {expiresAt: 1} with expireAfterSeconds 0 succeeded on a scratch collection")
-	case setup.Refused:
-		line("TTL indexes", "no: %s", serverAnswer(pr.ttl.err))
-		more("ExpiryAuto falls back to the GC goroutine; ExpiryTTL makes NewStore fail")
-	default:
-		line("TTL indexes", "unknown: %s", serverAnswer(pr.ttl.err))
-		more("NewStore in ExpiryAuto or ExpiryTTL would fail with this answer (ErrDatabase)")
-	}
-	label := "collMod"
-	if pr.seconds.answer != setup.NotAsked {
-		line(label, "a TTL index's expireAfterSeconds (3600 to 0): %s", pr.seconds.result())
-		label = ""
-	}
-	line(label, "a plain index to a TTL one: %s", pr.toTTL.result())
-	switch pr.toTTL.answer {
-	case setup.Accepted:
-		more("NewStore fixes an index on expiresAt with other TTL settings, or none, in place")
-	case setup.Refused:
-		more("with an index on expiresAt that is not a TTL one, ExpiryAuto keeps it and falls back to the GC goroutine")
-	case setup.Rejected:
-		more("as MongoDB before 5.1: the store replaces its own plain index (expiresAt_1, from GC mode) by a TTL one,")
-		more("and refuses to touch another: NewStore then fails, naming the dropIndex to run")
-	}
-
+	pr.print(r)
 	verdict, fails := predict(c.coll.Name(), indexes, pr)
-	line("ExpiryAuto", "%s", verdict[0])
+	r.line("ExpiryAuto", "%s", verdict[0])
 	for _, v := range verdict[1:] {
-		more("%s", v)
+		r.more("%s", v)
 	}
-
-	a.checkConcerns(ctx, c, info, line, more)
-	line("scratch", "%s.%s, dropped at the end", db.Name(), scratch.Name())
+	a.checkConcerns(ctx, c, info, r)
+	r.line("scratch", "%s.%s, dropped at the end", scratch.Database().Name(), scratch.Name())
 	if fails != "" {
 		return problemError{fails}
 	}
 	return nil
+}
+
+// checkCollection says what c's collection holds and returns its indexes.
+func (a *app) checkCollection(ctx context.Context, c *conn, r report) ([]setup.Index, error) {
+	names, err := c.coll.Database().ListCollectionNames(ctx, bson.D{{Key: "name", Value: c.coll.Name()}})
+	if err != nil {
+		return nil, fmt.Errorf("list collections of %s: %w", c.coll.Database().Name(), err)
+	}
+	if len(names) == 0 {
+		r.line("collection", "%s does not exist yet: the application's first NewStore or session creates it", c.name())
+		return nil, nil
+	}
+	n, err := c.coll.EstimatedDocumentCount(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("estimated document count: %w", err)
+	}
+	r.line("collection", "%s: %s documents (estimated)", c.name(), count(n))
+	return listIndexes(ctx, c.coll)
+}
+
+// scratch returns a new scratch collection in c's database, and the
+// function that drops it and, if check created the database, the database
+// (MongoDB drops a database with its last collection; FerretDB keeps it).
+func (a *app) scratch(ctx context.Context, c *conn) (*mongo.Collection, func() error, error) {
+	db := c.coll.Database()
+	existed, err := listed(ctx, db)
+	if err != nil {
+		existed = true // the database, if check creates it, is left behind
+		fmt.Fprintf(a.stderr, "mongostore-admin check: %v: if %s does not exist, the scratch collection creates it, and check leaves it\n", err, db.Name())
+	}
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	scratch := db.Collection(scratchPrefix + hex.EncodeToString(suffix[:]))
+	return scratch, func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := scratch.Drop(ctx); err != nil {
+			return fmt.Errorf("could not drop the scratch collection %s.%s: %w; drop it by hand: db.getCollection(%q).drop()",
+				db.Name(), scratch.Name(), err, scratch.Name())
+		}
+		if existed {
+			return nil
+		}
+		if now, err := listed(ctx, db); err != nil || !now {
+			return err
+		}
+		names, err := db.ListCollectionNames(ctx, bson.D{})
+		if err != nil || len(names) > 0 { // created by someone else meanwhile
+			return err
+		}
+		return db.Drop(ctx)
+	}, nil
+}
+
+// listed reports whether the server lists the database db.
+func listed(ctx context.Context, db *mongo.Database) (bool, error) {
+	names, err := db.Client().ListDatabaseNames(ctx, bson.D{{Key: "name", Value: db.Name()}})
+	if err != nil {
+		return false, fmt.Errorf("list databases: %w", err)
+	}
+	return len(names) > 0, nil
+}
+
+// print shows the probes' results.
+func (pr probes) print(r report) {
+	switch pr.ttl.answer {
+	case setup.Accepted:
+		r.line("TTL indexes", "yes: createIndexes {expiresAt: 1} with expireAfterSeconds 0 succeeded on a scratch collection")
+	case setup.Refused:
+		r.line("TTL indexes", "no: %s", serverAnswer(pr.ttl.err))
+		r.more("ExpiryAuto falls back to the GC goroutine; ExpiryTTL makes NewStore fail")
+	default:
+		r.line("TTL indexes", "unknown: %s", serverAnswer(pr.ttl.err))
+		r.more("NewStore in ExpiryAuto or ExpiryTTL would fail with this answer (ErrDatabase)")
+	}
+	label := "collMod"
+	if pr.seconds.answer != setup.NotAsked {
+		r.line(label, "a TTL index's expireAfterSeconds (3600 to 0): %s", pr.seconds.result())
+		label = ""
+	}
+	r.line(label, "a plain index to a TTL one: %s", pr.toTTL.result())
+	switch pr.toTTL.answer {
+	case setup.Accepted:
+		r.more("NewStore fixes an index on expiresAt with other TTL settings, or none, in place")
+	case setup.Refused:
+		r.more("with an index on expiresAt that is not a TTL one, ExpiryAuto keeps it and falls back to the GC goroutine")
+	case setup.Rejected:
+		r.more("as MongoDB before 5.1: the store replaces its own plain index (expiresAt_1, from GC mode) by a TTL one,")
+		r.more("and refuses to touch another: NewStore then fails, naming the dropIndex to run")
+	}
 }
 
 // runProbes tries, on the empty collection scratch: a TTL index on
@@ -272,7 +311,7 @@ func describePlan(collection string, idx *setup.Index, steps []setup.Step, outco
 
 // checkConcerns compares the read preference and write concern of the
 // URI with what the store uses.
-func (a *app) checkConcerns(ctx context.Context, c *conn, info serverInfo, line func(string, string, ...any), more func(string, ...any)) {
+func (a *app) checkConcerns(ctx context.Context, c *conn, info serverInfo, r report) {
 	rp := "primary (the driver's default: the URI sets none)"
 	if p := c.opts.ReadPreference; p != nil {
 		rp = p.Mode().String() + " (from the URI)"
@@ -280,15 +319,15 @@ func (a *app) checkConcerns(ctx context.Context, c *conn, info serverInfo, line 
 			rp += ": the application's other reads may see stale data"
 		}
 	}
-	line("read pref", "client default %s", rp)
-	more("the store reads from the primary whatever the client's default: a request sees what the previous one wrote")
+	r.line("read pref", "client default %s", rp)
+	r.more("the store reads from the primary whatever the client's default: a request sees what the previous one wrote")
 
 	if wc := c.opts.WriteConcern; wc != nil {
-		line("write concern", "%s (from the URI); the store's writes use it", describeWC(wc))
+		r.line("write concern", "%s (from the URI); the store's writes use it", describeWC(wc))
 		if !wc.Acknowledged() {
-			more("warning: unacknowledged writes: a save, a login or a logout can fail without the store knowing")
+			r.more("warning: unacknowledged writes: a save, a login or a logout can fail without the store knowing")
 		} else if wc.W != "majority" && strings.HasPrefix(info.Topology, "replica set") {
-			more("warning: a failover can roll back writes the store was told had succeeded: a login lost, a logout undone; use w=majority")
+			r.more("warning: a failover can roll back writes the store was told had succeeded: a login lost, a logout undone; use w=majority")
 		}
 	} else {
 		def := "the server's default applies"
@@ -306,16 +345,16 @@ func (a *app) checkConcerns(ctx context.Context, c *conn, info serverInfo, line 
 		case setup.IsAnswer(err):
 			def += " (getDefaultRWConcern: " + serverAnswer(err) + ")"
 		}
-		line("write concern", "none in the URI: %s", def)
-		more("the store's writes use the client's write concern")
+		r.line("write concern", "none in the URI: %s", def)
+		r.more("the store's writes use the client's write concern")
 		if strings.HasPrefix(info.Topology, "replica set") || strings.HasPrefix(info.Topology, "sharded") {
-			more("w=majority is recommended: with w=1, a failover can roll back a login or a logout")
+			r.more("w=majority is recommended: with w=1, a failover can roll back a login or a logout")
 		}
 	}
 	if rw := c.opts.RetryWrites; rw != nil && !*rw {
-		line("retryWrites", "off (from the URI): a save that fails in a failover is an error to retry")
+		r.line("retryWrites", "off (from the URI): a save that fails in a failover is an error to retry")
 	} else {
-		line("retryWrites", "on (the driver's default): each of the store's writes is retried once across a failover")
+		r.line("retryWrites", "on (the driver's default): each of the store's writes is retried once across a failover")
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -403,6 +405,49 @@ func TestCheckPredictsNewStore(t *testing.T) {
 			mode := analyzeIndexes(indexes, info.Kind).Mode
 			if !strings.HasPrefix(predicted, mode+":") {
 				t.Errorf("NewStore left the indexes of mode %s, %v; check predicted %q", mode, indexes, predicted)
+			}
+		})
+	}
+}
+
+// TestCheckLeavesNothing checks that check leaves no database and no
+// collection behind: on a database that does not exist, and on one that
+// does (each the test's own: other runs may share the server).
+func TestCheckLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	client := testClient(t)
+	prefix := fmt.Sprintf("mongostore_admin_leaves_%d_%d_", os.Getpid(), time.Now().UnixNano())
+	missing, existing := prefix+"missing", prefix+"existing"
+	t.Cleanup(func() {
+		_ = client.Database(missing).Drop(context.Background())
+		_ = client.Database(existing).Drop(context.Background())
+	})
+	if _, err := client.Database(existing).Collection("other").InsertOne(ctx, bson.D{{Key: "x", Value: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	list := func() (dbs, colls []string) {
+		dbs, err := client.ListDatabaseNames(ctx, bson.D{{Key: "name", Value: bson.D{{Key: "$regex", Value: "^" + prefix}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		colls, err = client.Database(existing).ListCollectionNames(ctx, bson.D{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(dbs)
+		slices.Sort(colls)
+		return dbs, colls
+	}
+	for _, db := range []string{missing, existing} {
+		t.Run(strings.TrimPrefix(db, prefix), func(t *testing.T) {
+			dbs, colls := list()
+			r := runCmd(t, map[string]string{"DB_NAME": db}, "check")
+			if r.code != 0 {
+				t.Errorf("exit code %d, want 0", r.code)
+			}
+			dbsAfter, collsAfter := list()
+			if !slices.Equal(dbs, dbsAfter) || !slices.Equal(colls, collsAfter) {
+				t.Errorf("before check: databases %v, collections of %s %v; after: %v, %v", dbs, existing, colls, dbsAfter, collsAfter)
 			}
 		})
 	}

@@ -368,6 +368,19 @@ func parseKeys(hashKeys, blockKeys string) ([][]byte, error) {
 	return pairs, nil
 }
 
+// report writes lines of a label, in a column of width, and a value.
+type report struct {
+	w     io.Writer
+	width int
+}
+
+func (r report) line(label, format string, args ...any) {
+	fmt.Fprintf(r.w, "%-*s %s\n", r.width, label, fmt.Sprintf(format, args...))
+}
+
+// more writes a line with no label.
+func (r report) more(format string, args ...any) { r.line("", format, args...) }
+
 // requireCollection returns an error unless c's collection exists; the
 // error names the database's collections.
 func (c *conn) requireCollection(ctx context.Context) error {
