@@ -118,6 +118,9 @@ func (a *app) checkCollection(ctx context.Context, c *conn, r report) ([]setup.I
 		return nil, fmt.Errorf("estimated document count: %w", err)
 	}
 	r.line("collection", "%s: %s documents (estimated)", c.name(), count(n))
+	if _, err := a.sessionSample(ctx, c); err != nil {
+		return nil, err
+	}
 	return listIndexes(ctx, c.coll)
 }
 

@@ -188,30 +188,137 @@ func TestSessions(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit code %d", r.code)
 	}
-	mustContain(t, "stdout", r.stdout, `no live sessions of "carol"`, "keyed with SESSION_KEY")
-
-	// With another key, the owner digests do not match: nothing is listed.
-	other := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": strings.Repeat("01", 32)}
-	r = runCmd(t, other, "sessions", "-owner", "alice")
-	if r.code != 0 {
-		t.Fatalf("exit code %d", r.code)
+	if r.stdout != "no live sessions of \"carol\"\n" {
+		t.Errorf("stdout %q, want no live sessions of carol", r.stdout)
 	}
-	mustContain(t, "stdout", r.stdout, `no live sessions of "alice"`)
 
 	// After a key rotation, the old key, second in SESSION_KEY, still finds them.
 	rotated := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": strings.Repeat("01", 32) + "," + testKey}
 	r = runCmd(t, rotated, "sessions", "-owner", "alice")
 	mustContain(t, "stdout", r.stdout, `2 live sessions of "alice"`)
+	// Other keys: TestWrongKeys.
+}
 
-	// A block key the application does not use: its documents are refused
-	// (not encrypted), with a warning, and none is listed.
-	encrypted := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey, "SESSION_BLOCK_KEY": strings.Repeat("02", 32)}
-	r = runCmd(t, encrypted, "sessions", "-owner", "alice")
-	if r.code != 0 {
-		t.Fatalf("exit code %d", r.code)
+// TestWrongKeys checks that sessions and end, given keys that read none of
+// the collection's sessions, fail saying so, rather than report that the
+// user has none; and that with the right keys a user without sessions is
+// no failure.
+func TestWrongKeys(t *testing.T) {
+	f := newFixture(t)
+	other := strings.Repeat("01", 32)
+	tests := []struct {
+		name      string
+		key       string
+		blockKey  string
+		args      []string
+		code      int
+		stdout    string
+		stderr    []string
+		unchanged bool // no document deleted
+	}{
+		{"sessions, right key, no sessions", testKey, "", []string{"sessions", "-owner", "carol"}, 0, `no live sessions of "carol"`, nil, true},
+		{"end, right key, no sessions", testKey, "", []string{"end", "-owner", "carol"}, 0, `no session of "carol" to end: 0 documents deleted`, nil, true},
+		{"sessions, wrong key", other, "", []string{"sessions", "-owner", "alice"}, 1, "", []string{"do not match", "SESSION_KEY"}, true},
+		{"end, wrong key", other, "", []string{"end", "-owner", "alice"}, 1, "", []string{"do not match", "nothing was deleted"}, true},
+		{"end -handle, wrong key", other, "", []string{"end", "-owner", "alice", "-handle", "x"}, 1, "", []string{"do not match"}, true},
+		{"sessions, wrong block key", testKey, strings.Repeat("02", 32), []string{"sessions", "-owner", "alice"}, 1, "",
+			[]string{"do not match", "SESSION_BLOCK_KEY", "not encrypted"}, true},
 	}
-	mustContain(t, "stdout", r.stdout, `no live sessions of "alice"`)
-	mustContain(t, "stderr", r.stderr, "skipping an unreadable one")
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			before := countDocuments(t, f.coll)
+			r := runCmd(t, map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": tt.key, "SESSION_BLOCK_KEY": tt.blockKey}, tt.args...)
+			if r.code != tt.code {
+				t.Errorf("exit code %d, want %d", r.code, tt.code)
+			}
+			mustContain(t, "stdout", r.stdout, tt.stdout)
+			mustContain(t, "stderr", r.stderr, tt.stderr...)
+			if tt.code != 0 && r.stdout != "" {
+				t.Errorf("a failure printed a result: %s", r.stdout)
+			}
+			if after := countDocuments(t, f.coll); tt.unchanged && after != before {
+				t.Errorf("%d documents before, %d after", before, after)
+			}
+		})
+	}
+}
+
+func countDocuments(t *testing.T, coll *mongo.Collection) int64 {
+	t.Helper()
+	n, err := coll.CountDocuments(context.Background(), bson.D{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// usersCollection returns a collection that is not the store's: users,
+// with an index on expiresAt (a TTL one of an hour where the server has
+// TTL indexes; plain and named as the store's own where it has not), and
+// the indexes it had then.
+func usersCollection(t *testing.T) (string, *mongo.Collection, []bson.Raw) {
+	t.Helper()
+	name, coll := testCollection(t)
+	ctx := context.Background()
+	now := time.Now()
+	var docs []any
+	for i := range 5 {
+		docs = append(docs, bson.D{{Key: "name", Value: fmt.Sprintf("user%d", i)}, {Key: "email", Value: fmt.Sprintf("user%d@example.com", i)},
+			{Key: "v", Value: 1}, {Key: "expiresAt", Value: now.Add(time.Duration(i-2) * time.Hour)}})
+	}
+	if _, err := coll.InsertMany(ctx, docs); err != nil {
+		t.Fatal(err)
+	}
+	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "expiresAt", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(3600)})
+	if err != nil {
+		if testServer(t).Kind != setup.FerretDB1 {
+			t.Fatal(err)
+		}
+		if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "expiresAt", Value: 1}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return name, coll, indexSpecs(t, coll)
+}
+
+func indexSpecs(t *testing.T, coll *mongo.Collection) []bson.Raw {
+	t.Helper()
+	cur, err := coll.Indexes().List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var specs []bson.Raw
+	if err := cur.All(context.Background(), &specs); err != nil {
+		t.Fatal(err)
+	}
+	return specs
+}
+
+// TestForeignCollection checks that every command, pointed at a collection
+// that is not the store's, fails saying so, and that none suggests
+// changing its indexes or changes them.
+func TestForeignCollection(t *testing.T) {
+	name, coll, specs := usersCollection(t)
+	for _, args := range [][]string{{"stats"}, {"stats", "-json"}, {"check"}, {"sessions", "-owner", "user1"}, {"end", "-owner", "user1"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := runCmd(t, map[string]string{"SESSION_COLLECTION": name, "SESSION_KEY": testKey}, args...)
+			if r.code != 1 {
+				t.Errorf("exit code %d, want 1", r.code)
+			}
+			mustContain(t, "stderr", r.stderr, testDatabase+"."+name+" does not hold mongostore sessions", "name, email")
+			for _, s := range []string{"collMod", "dropIndex", "NewStore turns", "NewStore changes", "NewStore drops", "NewStore creates", "3600 to 0"} {
+				if strings.Contains(r.stdout+r.stderr, s) {
+					t.Errorf("the output says %q", s)
+				}
+			}
+			if n := countDocuments(t, coll); n != 5 {
+				t.Errorf("%d documents left, want 5", n)
+			}
+			if after := indexSpecs(t, coll); !slices.EqualFunc(after, specs, func(a, b bson.Raw) bool { return a.String() == b.String() }) {
+				t.Errorf("indexes %v, were %v", after, specs)
+			}
+		})
+	}
 }
 
 // TestSessionsDeviceEscapes checks that a device label, which comes from a

@@ -70,8 +70,28 @@ func requireOwner(owner *string, verb string) func() error {
 	}
 }
 
-// wrongKeyHint explains an empty result.
-const wrongKeyHint = "(owners are found by a digest keyed with SESSION_KEY: with another key than the application's, none is found)"
+// keyedStore returns a store on c's collection with the keys of
+// SESSION_KEY, having checked that the collection holds sessions and that
+// the keys read them (done says what was done if not), and how many
+// sessions it checked them on.
+func (a *app) keyedStore(ctx context.Context, c *conn, done string) (*mongostore.Store, int, error) {
+	if err := c.requireCollection(ctx); err != nil {
+		return nil, 0, err
+	}
+	sample, err := a.sessionSample(ctx, c)
+	if err != nil {
+		return nil, 0, err
+	}
+	store, err := a.store(ctx, c)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := a.checkKeys(store, c, sample, done); err != nil {
+		store.Close()
+		return nil, 0, err
+	}
+	return store, len(sample), nil
+}
 
 // store returns a store on c's collection with the keys of SESSION_KEY. It
 // is configured with ExpiryNone: it sends no command to set up, creates no
@@ -99,10 +119,7 @@ type ownedSession struct {
 }
 
 func (a *app) sessions(ctx context.Context, c *conn, owner string, asJSON bool) error {
-	if err := c.requireCollection(ctx); err != nil {
-		return err
-	}
-	store, err := a.store(ctx, c)
+	store, sampled, err := a.keyedStore(ctx, c, "nothing was listed")
 	if err != nil {
 		return err
 	}
@@ -121,7 +138,7 @@ func (a *app) sessions(ctx context.Context, c *conn, owner string, asJSON bool) 
 		return enc.Encode(out)
 	}
 	if len(list) == 0 {
-		fmt.Fprintf(a.stdout, "no live sessions of %s\n%s\n", strconv.Quote(owner), wrongKeyHint)
+		fmt.Fprintf(a.stdout, "no live sessions of %s%s\n", strconv.Quote(owner), noneHeld(sampled, c))
 		return nil
 	}
 	plural := "s"
@@ -142,10 +159,7 @@ func (a *app) sessions(ctx context.Context, c *conn, owner string, asJSON bool) 
 }
 
 func (a *app) end(ctx context.Context, c *conn, owner, handle string) error {
-	if err := c.requireCollection(ctx); err != nil {
-		return err
-	}
-	store, err := a.store(ctx, c)
+	store, sampled, err := a.keyedStore(ctx, c, "nothing was deleted")
 	if err != nil {
 		return err
 	}
@@ -171,7 +185,7 @@ func (a *app) end(ctx context.Context, c *conn, owner, handle string) error {
 		return err
 	}
 	if n == 0 {
-		fmt.Fprintf(a.stdout, "no session of %s to end: 0 documents deleted\n%s\n", strconv.Quote(owner), wrongKeyHint)
+		fmt.Fprintf(a.stdout, "no session of %s to end: 0 documents deleted%s\n", strconv.Quote(owner), noneHeld(sampled, c))
 		return nil
 	}
 	plural := "s"
@@ -180,6 +194,14 @@ func (a *app) end(ctx context.Context, c *conn, owner, handle string) error {
 	}
 	fmt.Fprintf(a.stdout, "ended every session of %s: %d document%s deleted\n", strconv.Quote(owner), n, plural)
 	return nil
+}
+
+// noneHeld says, if no session was sampled from c, that it holds none.
+func noneHeld(sampled int, c *conn) string {
+	if sampled > 0 {
+		return ""
+	}
+	return " (" + c.name() + " holds no sessions)"
 }
 
 // utc formats t for the tables, in UTC, to the second.

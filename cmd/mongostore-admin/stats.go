@@ -97,6 +97,9 @@ func (a *app) stats(ctx context.Context, c *conn, o statsOptions) error {
 	if err := c.requireCollection(ctx); err != nil {
 		return err
 	}
+	if _, err := a.sessionSample(ctx, c); err != nil {
+		return err
+	}
 	r := statsReport{Collection: c.name(), Exact: o.exact}
 	var err error
 	if r.Server, err = getServerInfo(ctx, c.coll.Database()); err != nil {
