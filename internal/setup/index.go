@@ -109,3 +109,25 @@ func FindExpiresAt(indexes []Index) *Index {
 func HasOwnerIndex(indexes []Index) bool {
 	return slices.ContainsFunc(indexes, func(idx Index) bool { return idx.Name == OwnerIndexName })
 }
+
+// sessionFields are the fields of a session document and their types (0:
+// an integer), as the store reads them (collection.go parseDocument):
+// formats 1 and 2 (which adds lineage) have them all, and v.
+var sessionFields = map[string]bson.Type{"rev": 0, "data": bson.TypeBinary, "mac": bson.TypeBinary, "createdAt": bson.TypeDateTime,
+	"updatedAt": bson.TypeDateTime, FieldExpiresAt: bson.TypeDateTime, "maxAge": 0}
+
+// IsSessionDocument reports whether doc has the shape of a session
+// document, whatever the keys that wrote it: v 1 or 2, and sessionFields;
+// it may have others. It tells the store's collection from another.
+func IsSessionDocument(doc bson.Raw) bool {
+	if v, ok := doc.Lookup("v").AsInt64OK(); !ok || v < 1 || v > 2 {
+		return false
+	}
+	for name, typ := range sessionFields {
+		v := doc.Lookup(name)
+		if _, isInt := v.AsInt64OK(); (typ == 0 && !isInt) || (typ != 0 && v.Type != typ) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,12 +1,14 @@
-// Package setup holds the decisions NewStore takes when it prepares a
-// sessions collection, as pure functions of what the server says: which
-// answers mean "not supported", whether the server is FerretDB v1, which
-// index on expiresAt is the store's, and what to do about it (Decide).
+// Package setup holds what the store expects of a sessions collection and
+// the decisions NewStore takes when it prepares one, as pure functions of
+// what the server says: which answers mean "not supported", whether the
+// server is FerretDB v1, which index on expiresAt is the store's, what to
+// do about it (Decide), how the indexes compare with what the store
+// expects (ReviewIndexes), and what a session document looks like.
 //
 // The store sends the commands (collection.go) and follows Decide
-// (setup.go); mongostore-admin check feeds Decide the answers of its trials
-// on a scratch collection to say what NewStore will do. Neither has a copy
-// of these rules.
+// (setup.go); mongostore-admin feeds Decide the answers of its trials on a
+// scratch collection to say what NewStore will do, and reviews collections
+// with the rest. Neither has a copy of these rules.
 package setup
 
 import (
@@ -81,7 +83,8 @@ const (
 type BuildInfo struct {
 	Kind string // MongoDB, FerretDB1 or FerretDB2
 	// Version is the server's own version, FerretDB's for FerretDB ("" if
-	// it does not say); MongoDBVersion the MongoDB version it claims.
+	// it does not say, or says "unknown"); MongoDBVersion the MongoDB
+	// version it claims.
 	Version, MongoDBVersion string
 }
 
@@ -96,6 +99,9 @@ func ParseBuildInfo(raw bson.Raw) BuildInfo {
 	} else if fd, ok := raw.Lookup("ferretdb").DocumentOK(); ok {
 		b.Kind = FerretDB2
 		b.Version, _ = fd.Lookup("version").StringValueOK()
+	}
+	if b.Version == "unknown" { // FerretDB built without its version
+		b.Version = ""
 	}
 	return b
 }
