@@ -1,9 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,7 +16,6 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
 var checkCommand = command{
@@ -38,29 +37,16 @@ uses. Exits 1 if NewStore would fail there. Needs no SESSION_KEY.`,
 // scratchPrefix starts the name of check's scratch collections.
 const scratchPrefix = "mongostore_admin_check_"
 
-// probe is the server's answer to a trial on the scratch collection.
-type probe struct {
-	answer setup.Answer // NotAsked: not tried
-	err    error        // the server's answer, unless Accepted
-}
-
-// result says how the probe went.
-func (p probe) result() string {
-	switch p.answer {
-	case setup.NotAsked:
-		return "not tried"
-	case setup.Accepted:
-		return "yes"
+// probe is the server's answer to a trial (NotAsked: not tried), and its
+// error; probes are check's: a TTL index, collMod of a plain index into a
+// TTL one, and of a TTL index's expireAfterSeconds.
+type (
+	probe struct {
+		answer setup.Answer
+		err    error
 	}
-	return "no: " + serverAnswer(p.err)
-}
-
-// probes are check's trials on the scratch collection.
-type probes struct {
-	ttl     probe // createIndexes of a TTL index on expiresAt
-	toTTL   probe // collMod of a plain index into a TTL one
-	seconds probe // collMod of a TTL index's expireAfterSeconds
-}
+	probes struct{ ttl, toTTL, seconds probe }
+)
 
 func (a *app) check(ctx context.Context, c *conn) (err error) {
 	r := report{a.stdout, 13}
@@ -73,16 +59,11 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 	if err != nil {
 		return err
 	}
-	scratch, drop, err := a.scratch(ctx, c)
-	if err != nil {
-		return err
-	}
+	scratch, drop := a.scratch(ctx, c)
 	defer func() {
 		if derr := drop(); derr != nil {
 			fmt.Fprintf(a.stderr, "mongostore-admin check: %v\n", derr)
-			if err == nil {
-				err = problemError{"check left its scratch collection or database behind"}
-			}
+			err = cmp.Or(err, error(problemError{"check left its scratch collection or database behind"}))
 		}
 	}()
 	pr, err := runProbes(ctx, scratch)
@@ -91,11 +72,10 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 	}
 	pr.print(r)
 	verdict, fails := predict(c.coll.Name(), indexes, pr)
-	r.line("ExpiryAuto", "%s", verdict[0])
-	for _, v := range verdict[1:] {
-		r.more("%s", v)
+	for i, v := range verdict {
+		r.line(map[bool]string{true: "ExpiryAuto"}[i == 0], "%s", v)
 	}
-	a.checkConcerns(ctx, c, info, r)
+	checkConcerns(ctx, c, info, r)
 	r.line("scratch", "%s.%s, dropped at the end", scratch.Database().Name(), scratch.Name())
 	if fails != "" {
 		return problemError{fails}
@@ -107,9 +87,8 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 func (a *app) checkCollection(ctx context.Context, c *conn, r report) ([]setup.Index, error) {
 	names, err := c.coll.Database().ListCollectionNames(ctx, bson.D{{Key: "name", Value: c.coll.Name()}})
 	if err != nil {
-		return nil, fmt.Errorf("list collections of %s: %w", c.coll.Database().Name(), err)
-	}
-	if len(names) == 0 {
+		return nil, fmt.Errorf("list collections: %w", err)
+	} else if len(names) == 0 {
 		r.line("collection", "%s does not exist yet: the application's first NewStore or session creates it", c.name())
 		return nil, nil
 	}
@@ -124,19 +103,16 @@ func (a *app) checkCollection(ctx context.Context, c *conn, r report) ([]setup.I
 	return listIndexes(ctx, c.coll)
 }
 
-// scratch returns a new scratch collection in c's database, and the
-// function that drops it and, if check created the database, the database
-// (MongoDB drops a database with its last collection; FerretDB keeps it).
-func (a *app) scratch(ctx context.Context, c *conn) (*mongo.Collection, func() error, error) {
+// scratch returns a new scratch collection in c's database, and the function
+// that drops it, and the database if check created it (as MongoDB would).
+func (a *app) scratch(ctx context.Context, c *conn) (*mongo.Collection, func() error) {
 	db := c.coll.Database()
 	existed, err := listed(ctx, db)
 	if err != nil {
-		existed = true // the database, if check creates it, is left behind
+		existed = true // if check creates the database, it stays
 		fmt.Fprintf(a.stderr, "mongostore-admin check: %v: if %s does not exist, the scratch collection creates it, and check leaves it\n", err, db.Name())
 	}
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	scratch := db.Collection(scratchPrefix + hex.EncodeToString(suffix[:]))
+	scratch := db.Collection(scratchPrefix + strings.ToLower(rand.Text()[:8]))
 	return scratch, func() error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -146,67 +122,30 @@ func (a *app) scratch(ctx context.Context, c *conn) (*mongo.Collection, func() e
 		}
 		if existed {
 			return nil
-		}
-		if now, err := listed(ctx, db); err != nil || !now {
+		} else if now, err := listed(ctx, db); err != nil || !now {
 			return err
 		}
-		names, err := db.ListCollectionNames(ctx, bson.D{})
-		if err != nil || len(names) > 0 { // created by someone else meanwhile
+		if names, err := db.ListCollectionNames(ctx, bson.D{}); err != nil || len(names) > 0 { // another's now
 			return err
 		}
 		return db.Drop(ctx)
-	}, nil
+	}
 }
 
 // listed reports whether the server lists the database db.
 func listed(ctx context.Context, db *mongo.Database) (bool, error) {
 	names, err := db.Client().ListDatabaseNames(ctx, bson.D{{Key: "name", Value: db.Name()}})
-	if err != nil {
-		return false, fmt.Errorf("list databases: %w", err)
-	}
-	return len(names) > 0, nil
+	return len(names) > 0, wrap("list databases", err)
 }
 
-// print shows the probes' results.
-func (pr probes) print(r report) {
-	switch pr.ttl.answer {
-	case setup.Accepted:
-		r.line("TTL indexes", "yes: createIndexes {expiresAt: 1} with expireAfterSeconds 0 succeeded on a scratch collection")
-	case setup.Refused:
-		r.line("TTL indexes", "no: %s", serverAnswer(pr.ttl.err))
-		r.more("ExpiryAuto falls back to the GC goroutine; ExpiryTTL makes NewStore fail")
-	default:
-		r.line("TTL indexes", "unknown: %s", serverAnswer(pr.ttl.err))
-		r.more("NewStore in ExpiryAuto or ExpiryTTL would fail with this answer (ErrDatabase)")
-	}
-	label := "collMod"
-	if pr.seconds.answer != setup.NotAsked {
-		r.line(label, "a TTL index's expireAfterSeconds (3600 to 0): %s", pr.seconds.result())
-		label = ""
-	}
-	r.line(label, "a plain index to a TTL one: %s", pr.toTTL.result())
-	switch pr.toTTL.answer {
-	case setup.Accepted:
-		r.more("NewStore fixes an index on expiresAt with other TTL settings, or none, in place")
-	case setup.Refused:
-		r.more("with an index on expiresAt that is not a TTL one, ExpiryAuto keeps it and falls back to the GC goroutine")
-	case setup.Rejected:
-		r.more("as MongoDB before 5.1: the store replaces its own plain index (expiresAt_1, from GC mode) by a TTL one,")
-		r.more("and refuses to touch another: NewStore then fails, naming the dropIndex to run")
-	}
-}
-
-// runProbes tries, on the empty collection scratch: a TTL index on
-// expiresAt; collMod of a TTL index's expireAfterSeconds (3600 to 0); and
-// collMod of a plain index into a TTL one. Network failures and timeouts
-// are errors; the server's answers are results, read as the store reads
-// them (setup.Read).
-func runProbes(ctx context.Context, scratch *mongo.Collection) (probes, error) {
-	var p probes
-	create := func(ttl *int32) error {
+// runProbes tries the probes on the empty collection scratch. Network
+// failures and timeouts are errors; the server's answers are results, read
+// as the store reads them (setup.Read).
+func runProbes(ctx context.Context, scratch *mongo.Collection) (p probes, err error) {
+	create := func(ttl ...int32) error {
 		opts := options.Index()
-		if ttl != nil {
-			opts.SetExpireAfterSeconds(*ttl)
+		for _, s := range ttl {
+			opts.SetExpireAfterSeconds(s)
 		}
 		_, err := scratch.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: setup.FieldExpiresAt, Value: 1}}, Options: opts})
 		return err
@@ -216,29 +155,26 @@ func runProbes(ctx context.Context, scratch *mongo.Collection) (probes, error) {
 		return scratch.Database().RunCommand(ctx, bson.D{{Key: "collMod", Value: scratch.Name()}, {Key: "index", Value: bson.D{
 			{Key: "name", Value: setup.ExpiresAtIndexName}, {Key: "expireAfterSeconds", Value: int64(setup.TTLExpireAfterSeconds)}}}}).Err()
 	}
-	zero, hour := int32(setup.TTLExpireAfterSeconds), int32(3600)
-	if err := p.ttl.try("create a TTL index", create(&zero), setup.TTLRefused); err != nil {
+	if err := p.ttl.try("create a TTL index", create(setup.TTLExpireAfterSeconds), setup.TTLRefused); err != nil {
 		return p, err
 	}
 	if p.ttl.answer == setup.Accepted {
-		if err := errors.Join(drop(), create(&hour)); err != nil {
+		if err := errors.Join(drop(), create(3600)); err != nil {
 			return p, fmt.Errorf("replace the scratch TTL index by one of an hour: %w", err)
 		}
 		if err := errors.Join(p.seconds.try("collMod", collMod(), setup.Unsupported), drop()); err != nil {
 			return p, err
 		}
 	}
-	if err := create(nil); err != nil {
-		if !setup.IsAnswer(err) {
-			return p, fmt.Errorf("create a plain index on a scratch collection: %w", err)
-		}
-		return p, nil // collMod not tried
+	if err := create(); setup.IsAnswer(err) {
+		return p, nil // no plain index: collMod not tried
+	} else if err != nil {
+		return p, fmt.Errorf("create a plain index on a scratch collection: %w", err)
 	}
 	return p, p.toTTL.try("collMod", collMod(), setup.Unsupported)
 }
 
-// try records the server's answer err to what in p, refused saying which
-// answers are refusals; an error that is no answer is returned.
+// try records in p the answer err to what (refused: which are refusals), or returns err if it is none.
 func (p *probe) try(what string, err error, refused func(error) bool) error {
 	var ok bool
 	if p.answer, ok = setup.Read(err, refused); !ok {
@@ -248,10 +184,39 @@ func (p *probe) try(what string, err error, refused func(error) bool) error {
 	return nil
 }
 
-// predict says what NewStore with ExpiryAuto (the default) would do with
-// a collection that has indexes, on a server that answered the probes so:
-// it follows setup.Decide, as NewStore does, with the probes' answers.
-// fails is non-empty if NewStore would fail.
+// result says how p went.
+func (p probe) result() string {
+	switch p.answer {
+	case setup.NotAsked:
+		return "not tried"
+	case setup.Accepted:
+		return "yes"
+	}
+	return "no: " + serverAnswer(p.err)
+}
+
+// print shows the probes' results (what NewStore does with them: predict).
+func (pr probes) print(r report) {
+	switch pr.ttl.answer {
+	case setup.Accepted:
+		r.line("TTL indexes", "yes: createIndexes {expiresAt: 1} with expireAfterSeconds 0 succeeded on a scratch collection")
+	case setup.Refused:
+		r.line("TTL indexes", "no: %s", serverAnswer(pr.ttl.err))
+		r.more("ExpiryAuto falls back to the GC goroutine; ExpiryTTL makes NewStore fail")
+	default:
+		r.line("TTL indexes", "unknown: %s", serverAnswer(pr.ttl.err))
+	}
+	label := "collMod"
+	if pr.seconds.answer != setup.NotAsked {
+		r.line(label, "a TTL index's expireAfterSeconds (3600 to 0): %s", pr.seconds.result())
+		label = ""
+	}
+	r.line(label, "a plain index to a TTL one: %s", pr.toTTL.result())
+}
+
+// predict says what NewStore with ExpiryAuto (the default) would do with a
+// collection that has indexes: it follows setup.Decide, as NewStore does,
+// with the probes' answers. fails is non-empty if NewStore would fail.
 func predict(collection string, indexes []setup.Index, pr probes) (verdict []string, fails string) {
 	idx := setup.FindExpiresAt(indexes)
 	var a setup.Answers
@@ -275,22 +240,23 @@ func predict(collection string, indexes []setup.Index, pr probes) (verdict []str
 			a.Restored = true
 		}
 	}
-	verdict, fails = describePlan(collection, idx, steps, setup.Decide(idx, a).Outcome)
-	if fails == "" && !setup.HasOwnerIndex(indexes) {
+	if verdict, fails = describePlan(collection, idx, steps, setup.Decide(idx, a).Outcome); fails == "" && !setup.HasOwnerIndex(indexes) {
 		verdict = append(verdict, "NewStore creates "+setup.OwnerIndexName+" (sparse) for the users' session lists")
 	}
 	return verdict, fails
 }
 
 // describePlan says what NewStore does with the index on expiresAt idx
-// (nil: none) when it sends steps and the outcome is so.
+// (nil: none) by steps, with outcome.
 func describePlan(collection string, idx *setup.Index, steps []setup.Step, outcome setup.Outcome) (verdict []string, fails string) {
 	const gc = "GC: the GC goroutine deletes expired sessions every GCInterval (1 minute by default)"
 	switch {
 	case outcome == setup.Conflict:
 		fails = "NewStore would fail (ErrInvalidConfig): " + setup.ConflictReason(collection, idx)
+		return []string{fails}, fails
 	case outcome == setup.Failed:
 		fails = "NewStore would fail (ErrDatabase): the server answered the TTL index with an error the store does not take for 'not supported'"
+		return []string{fails}, fails
 	case outcome == setup.NoTTL && idx == nil:
 		return []string{gc, "NewStore creates " + setup.ExpiresAtIndexName + ", a plain index, for the sweeps"}, ""
 	case outcome == setup.NoTTL && slices.Contains(steps, setup.CreatePlain):
@@ -306,52 +272,34 @@ func describePlan(collection string, idx *setup.Index, steps []setup.Step, outco
 		return []string{"TTL: NewStore drops its own plain index " + idx.Name + " (from GC mode) and creates the TTL index"}, ""
 	case idx.TTL != nil:
 		return []string{fmt.Sprintf("TTL: NewStore changes the expireAfterSeconds of %s from %d to 0 (collMod)", idx.Name, *idx.TTL)}, ""
-	default:
-		return []string{"TTL: NewStore turns " + idx.Name + " into a TTL index with expireAfterSeconds 0 (collMod)"}, ""
 	}
-	return []string{fails}, fails
+	return []string{"TTL: NewStore turns " + idx.Name + " into a TTL index with expireAfterSeconds 0 (collMod)"}, ""
 }
 
-// checkConcerns compares the read preference and write concern of the
-// URI with what the store uses.
-func (a *app) checkConcerns(ctx context.Context, c *conn, info serverInfo, r report) {
+// checkConcerns compares the URI's read preference and write concern with the store's.
+func checkConcerns(ctx context.Context, c *conn, info serverInfo, r report) {
 	rp := "primary (the driver's default: the URI sets none)"
-	if p := c.opts.ReadPreference; p != nil {
-		rp = p.Mode().String() + " (from the URI)"
-		if p.Mode() != readpref.PrimaryMode {
-			rp += ": the application's other reads may see stale data"
-		}
+	if p := c.opts.ReadPreference; p != nil && p.Mode() == readpref.PrimaryMode {
+		rp = "primary (from the URI)"
+	} else if p != nil {
+		rp = p.Mode().String() + " (from the URI): the application's other reads may see stale data"
 	}
 	r.line("read pref", "client default %s", rp)
 	r.more("the store reads from the primary whatever the client's default: a request sees what the previous one wrote")
-
-	if wc := c.opts.WriteConcern; wc != nil {
-		r.line("write concern", "%s (from the URI); the store's writes use it", describeWC(wc))
+	replicated := strings.HasPrefix(info.Topology, "replica set")
+	switch wc := c.opts.WriteConcern; {
+	case wc == nil:
+		r.line("write concern", "none in the URI: the server's default applies%s", defaultWriteConcern(ctx, c.client))
+		r.more("the store's writes use the client's write concern")
+		if replicated || strings.HasPrefix(info.Topology, "sharded") {
+			r.more("w=majority is recommended: with w=1, a failover can roll back a login or a logout")
+		}
+	default:
+		r.line("write concern", "%s (from the URI); the store's writes use it", describeWC(wc.W, wc.Journal))
 		if !wc.Acknowledged() {
 			r.more("warning: unacknowledged writes: a save, a login or a logout can fail without the store knowing")
-		} else if wc.W != "majority" && strings.HasPrefix(info.Topology, "replica set") {
+		} else if wc.W != "majority" && replicated {
 			r.more("warning: a failover can roll back writes the store was told had succeeded: a login lost, a logout undone; use w=majority")
-		}
-	} else {
-		def := "the server's default applies"
-		raw, err := c.client.Database("admin").RunCommand(ctx, bson.D{{Key: "getDefaultRWConcern", Value: 1}}).Raw()
-		switch {
-		case err == nil:
-			if d, ok := raw.Lookup("defaultWriteConcern").DocumentOK(); ok {
-				def = "the server's default applies, " + d.String()
-			}
-			if src, ok := raw.Lookup("defaultWriteConcernSource").StringValueOK(); ok {
-				def += " (" + src + ")"
-			}
-		case setup.Unsupported(err):
-			def += " (the server has no getDefaultRWConcern to say which)"
-		case setup.IsAnswer(err):
-			def += " (getDefaultRWConcern: " + serverAnswer(err) + ")"
-		}
-		r.line("write concern", "none in the URI: %s", def)
-		r.more("the store's writes use the client's write concern")
-		if strings.HasPrefix(info.Topology, "replica set") || strings.HasPrefix(info.Topology, "sharded") {
-			r.more("w=majority is recommended: with w=1, a failover can roll back a login or a logout")
 		}
 	}
 	if rw := c.opts.RetryWrites; rw != nil && !*rw {
@@ -361,17 +309,88 @@ func (a *app) checkConcerns(ctx context.Context, c *conn, info serverInfo, r rep
 	}
 }
 
-// describeWC shows a write concern as a URI would set it.
-func describeWC(wc *writeconcern.WriteConcern) string {
-	var parts []string
-	if wc.W != nil {
-		parts = append(parts, fmt.Sprintf("w=%v", wc.W))
+// defaultWriteConcern says the server's default, as getDefaultRWConcern
+// does (", {w: …} (source)"), or why not.
+func defaultWriteConcern(ctx context.Context, client *mongo.Client) string {
+	raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "getDefaultRWConcern", Value: 1}}).Raw()
+	switch {
+	case setup.Unsupported(err):
+		return " (the server has no getDefaultRWConcern to say which)"
+	case setup.IsAnswer(err):
+		return " (getDefaultRWConcern: " + serverAnswer(err) + ")"
 	}
-	if wc.Journal != nil {
-		parts = append(parts, fmt.Sprintf("journal=%v", *wc.Journal))
+	s := ""
+	if d, ok := raw.Lookup("defaultWriteConcern").DocumentOK(); ok {
+		s = ", " + d.String()
 	}
-	if len(parts) == 0 {
-		return "empty"
+	if src, ok := raw.Lookup("defaultWriteConcernSource").StringValueOK(); ok {
+		s += " (" + src + ")"
 	}
-	return strings.Join(parts, ", ")
+	return s
+}
+
+// describeWC shows a write concern's w and journal as a URI sets them.
+func describeWC(w any, journal *bool) string {
+	s := ""
+	if w != nil {
+		s = fmt.Sprintf("w=%v", w)
+	}
+	if journal != nil {
+		s = strings.TrimPrefix(fmt.Sprintf("%s, journal=%v", s, *journal), ", ")
+	}
+	return cmp.Or(s, "empty")
+}
+
+// serverInfo is what buildInfo and hello say: the server's kind and version
+// (FerretDB's own for FerretDB), the MongoDB version it claims, its topology.
+type serverInfo struct {
+	Kind           string `json:"kind"`
+	Version        string `json:"version"`
+	MongoDBVersion string `json:"mongodbVersion"`
+	Topology       string `json:"topology"`
+}
+
+func (s serverInfo) String() string {
+	name := "FerretDB " + s.Version
+	switch {
+	case s.Kind == setup.MongoDB:
+		return "MongoDB " + s.Version + ", " + s.Topology
+	case s.Version == unknownVersion:
+		name = s.Kind + " " + unknownVersion
+	}
+	if s.Kind == setup.FerretDB2 {
+		name += " on PostgreSQL with DocumentDB"
+	}
+	return name + " (claims MongoDB " + s.MongoDBVersion + "), " + s.Topology
+}
+
+const unknownVersion = "(version unknown)"
+
+// getServerInfo asks the server what it is, as NewStore does.
+func getServerInfo(ctx context.Context, db *mongo.Database) (serverInfo, error) {
+	raw, err := db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
+	if err != nil && !setup.Unsupported(err) {
+		return serverInfo{}, fmt.Errorf("buildInfo: %w", err)
+	}
+	b := setup.ParseBuildInfo(raw)
+	info := serverInfo{b.Kind, cmp.Or(b.Version, unknownVersion), cmp.Or(b.MongoDBVersion, unknownVersion), "standalone"}
+	hello, err := db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw()
+	if err != nil {
+		return info, fmt.Errorf("hello: %w", err)
+	}
+	if msg, _ := hello.Lookup("msg").StringValueOK(); msg == "isdbgrid" {
+		info.Topology = "sharded cluster (through mongos)"
+	} else if set, ok := hello.Lookup("setName").StringValueOK(); ok {
+		info.Topology = "replica set " + set
+	}
+	return info, nil
+}
+
+// serverAnswer shows a server's error with its code.
+func serverAnswer(err error) string {
+	var ce mongo.CommandError
+	if errors.As(err, &ce) {
+		return fmt.Sprintf("code %d (%s): %s", ce.Code, ce.Name, ce.Message)
+	}
+	return err.Error()
 }

@@ -216,7 +216,12 @@ func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{}
 	f.name, f.coll = testCollection(t)
-	f.store = newStore(t, f.coll, mongostore.Config{Expiry: mongostore.ExpiryNone}, time.Time{})
+	// Each reading of the clock a millisecond later: each save at a time of
+	// its own, so that the latest saved is known.
+	var ticks atomic.Int64
+	start := time.Now()
+	clock := func() time.Time { return start.Add(time.Duration(ticks.Add(1)) * time.Millisecond) }
+	f.store = newStore(t, f.coll, mongostore.Config{Expiry: mongostore.ExpiryNone, Now: clock}, time.Time{})
 	past := newStore(t, f.coll, mongostore.Config{Expiry: mongostore.ExpiryNone}, time.Now().Add(-48*time.Hour))
 	createIndexes(t, f.coll)
 	f.alice = []*http.Cookie{login(t, f.store, "alice", "Firefox on Linux"), login(t, f.store, "alice", "Safari on iPhone")}

@@ -6,54 +6,7 @@ import (
 	"time"
 
 	"github.com/mongostore/mongostore/internal/setup"
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
-
-func TestAnalyzeIndexes(t *testing.T) {
-	spec := func(ext string) setup.Index {
-		var raw bson.Raw
-		if err := bson.UnmarshalExtJSON([]byte(ext), false, &raw); err != nil {
-			t.Fatal(err)
-		}
-		return setup.ParseIndex(raw)
-	}
-	id := spec(`{"v": 2, "key": {"_id": 1}, "name": "_id_"}`)
-	owner := spec(`{"v": 2, "key": {"owner": 1}, "name": "owner_1", "sparse": true}`)
-	ttl := spec(`{"v": 2, "key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 0}`)
-	plain := spec(`{"v": 2, "key": {"expiresAt": 1}, "name": "expiresAt_1"}`)
-	if got := describeIndex(ttl); got != "{expiresAt: 1}, TTL expireAfterSeconds 0" {
-		t.Errorf("describeIndex = %q", got)
-	}
-	tests := []struct {
-		name     string
-		indexes  []setup.Index
-		mode     string
-		problems []string
-	}{
-		{"TTL", []setup.Index{id, ttl, owner}, modeTTL, nil},
-		{"GC", []setup.Index{id, plain, owner}, modeGC, nil},
-		{"TTL preferred", []setup.Index{id, spec(`{"key": {"expiresAt": -1}, "name": "e"}`), ttl, owner}, modeTTL, nil},
-		{"none", []setup.Index{id}, modeNone, []string{"no index on expiresAt", "no owner_1 index"}},
-		{"TTL of an hour", []setup.Index{id, spec(`{"key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 3600}`), owner},
-			modeTTL, []string{"expireAfterSeconds 3600, not 0"}},
-		{"owner not sparse", []setup.Index{id, ttl, spec(`{"key": {"owner": 1}, "name": "owner_1"}`)}, modeTTL, []string{"owner_1 is not sparse"}},
-		{"owner compound", []setup.Index{id, ttl, spec(`{"key": {"owner": 1, "expiresAt": 1}, "name": "owner_1"}`)}, modeTTL,
-			[]string{"owner_1 is {owner: 1, expiresAt: 1}, not {owner: 1}"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := analyzeIndexes(tt.indexes, setup.MongoDB)
-			if r.Mode != tt.mode || len(r.Problems) != len(tt.problems) {
-				t.Fatalf("mode %s, problems %q; want %s, %d problems", r.Mode, r.Problems, tt.mode, len(tt.problems))
-			}
-			for i, p := range tt.problems {
-				if !strings.Contains(r.Problems[i], p) {
-					t.Errorf("problem %q does not say %q", r.Problems[i], p)
-				}
-			}
-		})
-	}
-}
 
 // TestPredict checks what check says NewStore would do, for the indexes
 // and the server's answers to the trials.
@@ -111,7 +64,7 @@ func (e testError) Error() string { return string(e) }
 const errTest = testError("refused")
 
 func TestFormats(t *testing.T) {
-	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1000179: "1,000,179", -12345: "-12,345"} {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1000179: "1,000,179", -12345: "-12,345", -123: "-123", -123456: "-123,456"} {
 		if got := count(n); got != want {
 			t.Errorf("count(%d) = %q, want %q", n, got, want)
 		}
@@ -126,9 +79,14 @@ func TestFormats(t *testing.T) {
 			t.Errorf("age(%v) = %q, want %q", d, got, want)
 		}
 	}
-	s := summarizeSizes([]int64{5, 1, 4, 2, 3, 6, 7, 8, 9, 10}, "m", true)
+	s := &sizeReport{}
+	s.summarize([]int64{5, 1, 4, 2, 3, 6, 7, 8, 9, 10})
 	if s.P50 != 5 || s.P90 != 9 || s.P99 != 10 || s.Max != 10 || s.Mean != 5 || s.Count != 10 {
 		t.Errorf("summarizeSizes = %+v", s)
+	}
+	zero := int64(0)
+	if got := describeIndex(setup.Index{Key: "{expiresAt: 1}", TTL: &zero, Sparse: true}); got != "{expiresAt: 1}, TTL expireAfterSeconds 0, sparse" {
+		t.Errorf("describeIndex = %q", got)
 	}
 	if got := printable("Firefox on Linux"); got != "Firefox on Linux" {
 		t.Errorf("printable = %q", got)
@@ -141,25 +99,6 @@ func TestFormats(t *testing.T) {
 	}
 	if got := shellQuote("it's me"); got != `'it'\''s me'` {
 		t.Errorf("shellQuote = %q", got)
-	}
-}
-
-func TestDescribeServer(t *testing.T) {
-	for uri, want := range map[string]string{
-		"mongodb://127.0.0.1:27499/":                               "127.0.0.1:27499",
-		"mongodb://user:p%40ss@db1:27017,db2:27017/app?w=majority": "db1:27017,db2:27017",
-		"mongodb+srv://u:p@cluster0.example.net/?retryWrites=true": "cluster0.example.net (DNS seed list)",
-		"mongodb://%2Ftmp%2Fmongodb-27017.sock":                    "/tmp/mongodb-27017.sock",
-		"postgres://x":                                             "the server in MONGODB_URI",
-	} {
-		if got := describeServer(uri); got != want {
-			t.Errorf("describeServer(%q) = %q, want %q", uri, got, want)
-		}
-	}
-	uri := "mongodb://admin:s3cr%40t@db:27017/?authSource=admin"
-	got := redact("error parsing "+uri+": auth with s3cr@t and s3cr%40t failed", uri)
-	if strings.Contains(got, "s3cr") || !strings.Contains(got, "db:27017") {
-		t.Errorf("redact = %q", got)
 	}
 }
 

@@ -39,17 +39,3 @@ func TestMalformedURIs(t *testing.T) {
 		})
 	}
 }
-
-func TestMaskParseError(t *testing.T) {
-	for _, tc := range []struct{ msg, uri, want string }{
-		{`strconv.Atoi: parsing "xy": invalid syntax`, "mongodb://bo:xy/", `strconv.Atoi: parsing "…": invalid syntax`},
-		{`address [::1: missing ']' in address`, "mongodb://u:p@[::1/", `address …: missing ']' in address`},
-		{`unknown read preference sideways`, "mongodb://an:pw@db/?readPreference=sideways", `unknown read preference sideways`},
-		{`error parsing uri: host db7.qxzcorp.lan:99999 is wrong`, "mongodb://db7.qxzcorp.lan:99999/", `error parsing uri: host … is wrong`},
-		{`bad password S3cretPwXYZ`, "mongodb://u:S3cretPw@db/", "the driver's reason is not shown: it quotes part of the user name, password or host"},
-	} {
-		if got := maskParseError(tc.msg, tc.uri); got != tc.want {
-			t.Errorf("maskParseError(%q, %q) = %q, want %q", tc.msg, tc.uri, got, tc.want)
-		}
-	}
-}
