@@ -240,8 +240,9 @@ func (a *app) sessionsOf(c *conn, docs []bson.Raw, err error) ([]bson.Raw, error
 		for _, e := range elems[:min(len(elems), 8)] {
 			names = append(names, e.Key())
 		}
-		return nil, fmt.Errorf("%s does not hold mongostore sessions: none of the %d documents sampled has the fields of a session (v, rev, "+
-			"data, mac, …); the first has %s: check DB_NAME or -db, and SESSION_COLLECTION or -collection", c.name(), len(docs), strings.Join(names, ", "))
+		return nil, fmt.Errorf("%s does not hold mongostore sessions: none of the %s sampled has the fields of a session (v, rev, data, "+
+			"mac, …); the first has %s: check DB_NAME or -db, and SESSION_COLLECTION or -collection",
+			c.name(), plural(len(docs), "document"), strings.Join(names, ", "))
 	case len(sessions) < len(docs):
 		fmt.Fprintf(a.stderr, "mongostore-admin: warning: %d of the %d documents sampled from %s are not sessions\n",
 			len(docs)-len(sessions), len(docs), c.name())
@@ -264,6 +265,6 @@ func (a *app) checkKeys(store *mongostore.Store, c *conn, sessions []bson.Raw, d
 		return nil
 	}
 	names := map[bool]string{false: "SESSION_KEY", true: "SESSION_KEY and SESSION_BLOCK_KEY"}[a.getenv("SESSION_BLOCK_KEY") != ""]
-	return fmt.Errorf("the keys of %s do not match the application's: none of the %d sessions sampled from %s "+
-		"can be read with them (%v); %s", names, len(sessions), c.name(), first, done)
+	return fmt.Errorf("the keys of %s do not match the application's: none of the %s sampled from %s "+
+		"can be read with them (%v); %s", names, plural(len(sessions), "session"), c.name(), first, done)
 }
