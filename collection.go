@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -49,11 +50,11 @@ const (
 // lineage indexes are partial: a document without the field has no entry,
 // and costs its saves nothing there.
 const (
-	expiresAtIndexName    = fieldExpiresAt + "_1"
-	ownerIndexName        = "owner_present"
-	lineageIndexName      = "lineage_present"
-	sparseOwnerIndexName  = "owner_1" // format 1's
-	ttlExpireAfterSeconds = 0
+	expiresAtIndexName    = setup.ExpiresAtIndexName
+	ownerIndexName        = setup.OwnerIndexName
+	lineageIndexName      = setup.LineageIndexName
+	sparseOwnerIndexName  = setup.SparseOwnerIndexName // format 1's
+	ttlExpireAfterSeconds = setup.TTLExpireAfterSeconds
 )
 
 // sweepComment marks a GC sweep's commands in the server's logs.
@@ -217,11 +218,11 @@ func (c collection) detect(ctx context.Context) error {
 		return nil
 	}
 	raw, err := c.c.Database().RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
-	if err != nil && !unsupported(err) {
+	if err != nil && !setup.Unsupported(err) {
 		return dbError("buildInfo", err)
 	}
 	kind := int32(serverPlanner)
-	if _, ok := raw.Lookup("ferretdbVersion").StringValueOK(); ok {
+	if setup.ParseBuildInfo(raw).ExactIDOnly() {
 		kind = serverExactID
 	}
 	c.server.Store(kind)
@@ -508,7 +509,7 @@ func all(ctx context.Context, cur *mongo.Cursor, op string, limit int, keep func
 // indexSpecs returns the collection's indexes (none if it does not exist).
 func (c collection) indexSpecs(ctx context.Context) ([]bson.Raw, error) {
 	cur, err := c.c.Indexes().List(ctx)
-	if hasCode(err, codeNamespaceNotFound) {
+	if setup.HasCode(err, setup.CodeNamespaceNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -532,7 +533,7 @@ func (c collection) createExpiresAtIndex(ctx context.Context, ttl bool) error {
 func (c collection) createPartialIndex(ctx context.Context, name, field string) error {
 	opts := options.Index().SetName(name).SetPartialFilterExpression(bson.D{{Key: field, Value: bson.D{{Key: "$exists", Value: true}}}})
 	err := c.createIndex(ctx, mongo.IndexModel{Keys: bson.D{{Key: field, Value: 1}}, Options: opts})
-	if unsupported(err) {
+	if setup.Unsupported(err) {
 		err = c.createIndex(ctx, mongo.IndexModel{Keys: bson.D{{Key: field, Value: 1}}, Options: options.Index().SetName(name).SetSparse(true)})
 	}
 	return err
@@ -559,30 +560,10 @@ func (c collection) setTTL(ctx context.Context, name string) error {
 
 // dropIndex drops the index called name; one already gone is fine.
 func (c collection) dropIndex(ctx context.Context, name string) error {
-	if err := c.c.Indexes().DropOne(ctx, name); err != nil && !hasCode(err, codeIndexNotFound) {
+	if err := c.c.Indexes().DropOne(ctx, name); err != nil && !setup.HasCode(err, setup.CodeIndexNotFound) {
 		return dbError("drop index", err)
 	}
 	return nil
-}
-
-// Server error codes the store recognises.
-const (
-	codeNamespaceNotFound   = 26
-	codeIndexNotFound       = 27
-	codeCommandNotFound     = 59
-	codeCommandNotSupported = 115
-	codeNotImplemented      = 238
-)
-
-// unsupported reports whether err says the server does not implement what
-// was asked.
-func unsupported(err error) bool {
-	return hasCode(err, codeNotImplemented) || hasCode(err, codeCommandNotSupported) || hasCode(err, codeCommandNotFound)
-}
-
-func hasCode(err error, code int) bool {
-	var se mongo.ServerError
-	return errors.As(err, &se) && se.HasErrorCode(code)
 }
 
 // idLocks serializes the saves of one session within this process, for a

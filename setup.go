@@ -6,9 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strings"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
+	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 )
 
@@ -57,37 +56,38 @@ func (s *Store) setupIndexes(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.setupExpiry(ctx, specs); err != nil {
+	indexes := setup.ParseIndexes(specs)
+	if err := s.setupExpiry(ctx, indexes); err != nil {
 		return err
 	}
-	return s.ensureOwnerIndex(ctx, specs)
+	return s.ensureOwnerIndex(ctx, indexes)
 }
 
 // errNoTTL says the server refuses TTL indexes.
 var errNoTTL = errors.New("the server refuses TTL indexes")
 
-// setupExpiry prepares the collection, whose indexes are specs, for the
+// setupExpiry prepares the collection, whose indexes are indexes, for the
 // expiry mode, and resolves ExpiryAuto.
-func (s *Store) setupExpiry(ctx context.Context, specs []bson.Raw) error {
+func (s *Store) setupExpiry(ctx context.Context, indexes []setup.Index) error {
 	coll := slog.String("collection", s.coll.c.Name())
 	switch s.expiry {
 	case ExpiryGC:
-		return s.ensurePlainIndex(ctx, specs)
+		return s.ensurePlainIndex(ctx, indexes)
 	case ExpiryTTL:
-		err := s.ensureTTLIndex(ctx, specs)
+		err := s.ensureTTLIndex(ctx, indexes)
 		if errors.Is(err, errNoTTL) {
 			return fmt.Errorf("%w: %w; Config.Expiry is ExpiryTTL, which insists on a TTL index: "+
 				"leave it unset (ExpiryAuto) to fall back to the GC goroutine, or set ExpiryGC", ErrInvalidConfig, err)
 		}
 		return err
 	}
-	err := s.ensureTTLIndex(ctx, specs)
+	err := s.ensureTTLIndex(ctx, indexes)
 	if errors.Is(err, errNoTTL) {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: the GC goroutine deletes expired sessions (this server has no TTL indexes)",
 			coll, slog.Duration("interval", s.cfg.GCInterval))
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "mongostore: the server's answer to a TTL index", coll, slog.String("error", err.Error()))
 		s.expiry = ExpiryGC
-		return s.ensurePlainIndex(ctx, specs)
+		return s.ensurePlainIndex(ctx, indexes)
 	}
 	if err == nil {
 		s.expiry = ExpiryTTL
@@ -97,64 +97,84 @@ func (s *Store) setupExpiry(ctx context.Context, specs []bson.Raw) error {
 	return err
 }
 
-// ensureTTLIndex makes sure the TTL index exists: it creates it, or fixes
-// an existing index on expiresAt with collMod, or replaces the store's own
-// plain index where collMod cannot (MongoDB before 5.1, DocumentDB).
-func (s *Store) ensureTTLIndex(ctx context.Context, specs []bson.Raw) error {
-	idx := findExpiresAtIndex(specs)
-	if idx == nil {
-		return s.createTTLIndex(ctx)
-	}
-	if idx.ttl != nil && *idx.ttl == ttlExpireAfterSeconds {
-		return nil
-	}
-	err := s.coll.setTTL(ctx, idx.name)
-	switch {
-	case err == nil:
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: changed the index on expiresAt to expire each session at its expiresAt",
-			slog.String("collection", s.coll.c.Name()), slog.String("index", idx.name))
-		return nil
-	case unsupported(err): // not ttlRefused: a refusal to change an index (MongoDB < 5.1) is handled below
-		return fmt.Errorf("%w: collMod of index %q: %w", errNoTTL, idx.name, err)
-	case !idx.plain:
-		was := "no expireAfterSeconds"
-		if idx.ttl != nil {
-			was = fmt.Sprintf("expireAfterSeconds %d", *idx.ttl)
+// ensureTTLIndex makes sure the TTL index exists, as setup.Decide says: it
+// creates it, or fixes an existing index on expiresAt with collMod, or
+// replaces the store's own plain index where collMod cannot (MongoDB before
+// 5.1, DocumentDB). It returns errNoTTL, wrapping the server's refusal,
+// where the server refuses TTL indexes.
+func (s *Store) ensureTTLIndex(ctx context.Context, indexes []setup.Index) error {
+	idx := setup.FindExpiresAt(indexes)
+	var a setup.Answers
+	var answer error // the server's last answer that was no success
+	for {
+		d := setup.Decide(idx, a)
+		if d.Next == setup.None {
+			return s.ttlOutcome(ctx, idx, a, d.Outcome, answer)
 		}
-		return fmt.Errorf("%w: index %q on %s has %s, and collMod could not set expireAfterSeconds 0 (%w); "+
-			"it is not the store's own, so it was left alone: drop it with db.getCollection(%q).dropIndex(%q) "+
-			"(or make it a TTL index with expireAfterSeconds 0) and start the application again",
-			ErrInvalidConfig, idx.name, fieldExpiresAt, was, err, s.coll.c.Name(), idx.name)
+		if err := s.send(ctx, idx, d.Next, &a, &answer); err != nil {
+			return err
+		}
 	}
-	// The store's own plain index, from a start in GC mode: replace it.
-	if err := s.coll.dropIndex(ctx, idx.name); err != nil {
+}
+
+// send sends step about idx, and records the server's answer in a and,
+// unless it is a success, in answer.
+func (s *Store) send(ctx context.Context, idx *setup.Index, step setup.Step, a *setup.Answers, answer *error) error {
+	switch step {
+	case setup.CollMod:
+		op := fmt.Sprintf("collMod of index %q", idx.Name)
+		return record(s.coll.setTTL(ctx, idx.Name), setup.Unsupported, &a.CollMod, answer, op)
+	case setup.CreateTTL:
+		return record(s.coll.createExpiresAtIndex(ctx, true), setup.TTLRefused, &a.CreateTTL, answer, "createIndexes with expireAfterSeconds")
+	case setup.DropPlain:
+		a.Dropped = true
+		return s.coll.dropIndex(ctx, idx.Name)
+	}
+	a.Restored = true // setup.CreatePlain: the GC goroutine takes over; give it its index back
+	return s.coll.createExpiresAtIndex(ctx, false)
+}
+
+// record records in a the answer to the index command op, whose outcome is
+// err, and in answer the error that reports it unless it is a success. It
+// returns err if err is no answer (a network failure, a timeout).
+func record(err error, refused func(error) bool, a *setup.Answer, answer *error, op string) error {
+	var ok bool
+	if *a, ok = setup.Read(err, refused); !ok {
 		return err
 	}
-	if err := s.createTTLIndex(ctx); err != nil {
-		if errors.Is(err, errNoTTL) { // the GC goroutine takes over: give it its index back
-			if perr := s.coll.createExpiresAtIndex(ctx, false); perr != nil {
-				return perr
-			}
-		}
-		return err
+	if err != nil {
+		*answer = fmt.Errorf("%s: %w", op, err)
 	}
-	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, "mongostore: replaced the plain index on expiresAt (from GC mode) with a TTL index",
-		slog.String("collection", s.coll.c.Name()), slog.String("index", idx.name))
 	return nil
 }
 
-// createTTLIndex creates the TTL index {expiresAt: 1}.
-func (s *Store) createTTLIndex(ctx context.Context) error {
-	err := s.coll.createExpiresAtIndex(ctx, true)
-	if ttlRefused(err) {
-		return fmt.Errorf("%w: createIndexes with expireAfterSeconds: %w", errNoTTL, err)
+// ttlOutcome logs what ensureTTLIndex did to idx given the answers a, and
+// returns the error of outcome, with answer, the server's.
+func (s *Store) ttlOutcome(ctx context.Context, idx *setup.Index, a setup.Answers, outcome setup.Outcome, answer error) error {
+	switch outcome {
+	case setup.NoTTL:
+		return fmt.Errorf("%w: %w", errNoTTL, answer)
+	case setup.Conflict:
+		return fmt.Errorf("%w: %s (%w)", ErrInvalidConfig, setup.ConflictReason(s.coll.c.Name(), idx), answer)
+	case setup.Failed:
+		return answer
 	}
-	return err
+	msg := ""
+	switch {
+	case a.Dropped:
+		msg = "mongostore: replaced the plain index on expiresAt (from GC mode) with a TTL index"
+	case a.CollMod == setup.Accepted:
+		msg = "mongostore: changed the index on expiresAt to expire each session at its expiresAt"
+	default:
+		return nil
+	}
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelInfo, msg, slog.String("collection", s.coll.c.Name()), slog.String("index", idx.Name))
+	return nil
 }
 
 // ensurePlainIndex makes sure some index on expiresAt serves GC sweeps.
-func (s *Store) ensurePlainIndex(ctx context.Context, specs []bson.Raw) error {
-	if findExpiresAtIndex(specs) != nil {
+func (s *Store) ensurePlainIndex(ctx context.Context, indexes []setup.Index) error {
+	if setup.FindExpiresAt(indexes) != nil {
 		return nil
 	}
 	return s.coll.createExpiresAtIndex(ctx, false)
@@ -163,19 +183,17 @@ func (s *Store) ensurePlainIndex(ctx context.Context, specs []bson.Raw) error {
 // ensureOwnerIndex makes sure the partial owner and lineage indexes
 // exist (without them, listing and ending a moved session scan), and drops
 // the sparse owner index of earlier versions, which every save paid for.
-func (s *Store) ensureOwnerIndex(ctx context.Context, specs []bson.Raw) error {
-	names := map[string]bool{}
-	for _, spec := range specs {
-		name, _ := spec.Lookup("name").StringValueOK()
-		names[name] = true
+func (s *Store) ensureOwnerIndex(ctx context.Context, indexes []setup.Index) error {
+	has := func(name string) bool {
+		return slices.ContainsFunc(indexes, func(i setup.Index) bool { return i.Name == name })
 	}
 	for _, idx := range [...]struct{ name, field string }{{ownerIndexName, fieldOwner}, {lineageIndexName, fieldLineage}} {
-		if names[idx.name] {
+		if has(idx.name) {
 			continue
 		}
 		err := s.coll.createPartialIndex(ctx, idx.name, idx.field)
-		if unsupported(err) {
-			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: the server refuses partial indexes; listing a user's sessions scans the collection",
+		if setup.Unsupported(err) {
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: the server refuses the owner and lineage indexes; listing a user's sessions scans the collection",
 				slog.String("collection", s.coll.c.Name()), slog.String("error", err.Error()))
 			return nil
 		}
@@ -183,70 +201,8 @@ func (s *Store) ensureOwnerIndex(ctx context.Context, specs []bson.Raw) error {
 			return err
 		}
 	}
-	if names[sparseOwnerIndexName] {
+	if has(sparseOwnerIndexName) {
 		return s.coll.dropIndex(ctx, sparseOwnerIndexName)
 	}
 	return nil
-}
-
-// ttlRefused reports whether err, a server's answer to a TTL index on
-// expiresAt, means it does not support one: a code saying so, or a message
-// about TTL or expireAfterSeconds (Azure Cosmos DB for MongoDB, RU,
-// accepts a TTL index on _ts only). A network failure or timeout is not an
-// answer.
-func ttlRefused(err error) bool {
-	var se mongo.ServerError
-	if !errors.As(err, &se) {
-		return false
-	}
-	msg := strings.ToLower(se.Error())
-	return unsupported(err) || strings.Contains(msg, "expireafterseconds") || strings.Contains(msg, "ttl") ||
-		strings.Contains(msg, "not supported")
-}
-
-// expiresAtIndex is a single-field index on expiresAt.
-type expiresAtIndex struct {
-	name  string
-	ttl   *int64 // expireAfterSeconds; nil for a plain index
-	plain bool   // exactly as the store creates it in GC mode
-}
-
-// findExpiresAtIndex returns the single-field index on expiresAt among
-// specs, a TTL one first, or nil.
-func findExpiresAtIndex(specs []bson.Raw) *expiresAtIndex {
-	var found *expiresAtIndex
-	for _, spec := range specs {
-		key, _ := spec.Lookup("key").DocumentOK()
-		elems, err := key.Elements()
-		name, ok := spec.Lookup("name").StringValueOK()
-		if err != nil || !ok || len(elems) != 1 || elems[0].Key() != fieldExpiresAt {
-			continue
-		}
-		dir, _ := elems[0].Value().AsFloat64OK()
-		idx := &expiresAtIndex{name: name, plain: name == expiresAtIndexName && dir == 1 && onlyFields(spec, "v", "key", "name", "ns")}
-		if v, err := spec.LookupErr("expireAfterSeconds"); err == nil {
-			if n, ok := v.AsFloat64OK(); ok {
-				ttl := int64(n)
-				idx.ttl = &ttl
-			}
-		}
-		if found == nil || (idx.ttl != nil && *idx.ttl == ttlExpireAfterSeconds) {
-			found = idx
-		}
-	}
-	return found
-}
-
-// onlyFields reports whether doc has no fields but the allowed ones.
-func onlyFields(doc bson.Raw, allowed ...string) bool {
-	elems, err := doc.Elements()
-	if err != nil {
-		return false
-	}
-	for _, e := range elems {
-		if !slices.Contains(allowed, e.Key()) {
-			return false
-		}
-	}
-	return true
 }

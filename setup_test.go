@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorilla/sessions"
+	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -25,22 +26,22 @@ func serverSupportsTTL(t *testing.T) bool {
 	_, err := coll.Indexes().CreateOne(context.Background(), mongo.IndexModel{
 		Keys: bson.D{{Key: "probe", Value: 1}}, Options: options.Index().SetExpireAfterSeconds(60),
 	})
-	if err != nil && !unsupported(err) {
+	if err != nil && !setup.Unsupported(err) {
 		t.Fatalf("probe TTL support: %v", err)
 	}
 	return err == nil
 }
 
 // expiresAtIndexes returns the single-field indexes on expiresAt.
-func expiresAtIndexes(t *testing.T, coll *mongo.Collection) []*expiresAtIndex {
+func expiresAtIndexes(t *testing.T, coll *mongo.Collection) []*setup.Index {
 	t.Helper()
 	cur, err := coll.Indexes().List(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []*expiresAtIndex
+	var out []*setup.Index
 	for cur.Next(context.Background()) {
-		if idx := findExpiresAtIndex([]bson.Raw{cur.Current}); idx != nil {
+		if idx := setup.FindExpiresAt([]setup.Index{setup.ParseIndex(cur.Current)}); idx != nil {
 			out = append(out, idx)
 		}
 	}
@@ -52,7 +53,7 @@ func expiresAtIndexes(t *testing.T, coll *mongo.Collection) []*expiresAtIndex {
 func wantOneTTLIndex(t *testing.T, coll *mongo.Collection) {
 	t.Helper()
 	idx := expiresAtIndexes(t, coll)
-	if len(idx) != 1 || idx[0].ttl == nil || *idx[0].ttl != 0 {
+	if len(idx) != 1 || !idx[0].IsTTL() {
 		t.Fatalf("indexes on expiresAt = %+v, want one with expireAfterSeconds 0", idx)
 	}
 }
@@ -246,7 +247,7 @@ func TestExistingIndexIsBroughtInLine(t *testing.T) {
 				if err != nil || store.expiry != ExpiryGC {
 					t.Fatalf("NewStore = %v, %v; want the GC fallback", store, err)
 				}
-				if idx := expiresAtIndexes(t, coll); len(idx) != 1 || idx[0].ttl != nil {
+				if idx := expiresAtIndexes(t, coll); len(idx) != 1 || idx[0].TTL != nil {
 					t.Fatalf("indexes on expiresAt = %+v, want the plain one kept", idx)
 				}
 				return
@@ -292,7 +293,7 @@ func TestExistingIndexIsBroughtInLine(t *testing.T) {
 				t.Fatalf("NewStore error = %v, want ErrInvalidConfig (a conflicting index)", err)
 			}
 			wantMentions(t, err, `"by_expiry"`, fmt.Sprintf(`db.getCollection(%q).dropIndex("by_expiry")`, coll.Name()))
-			if idx := expiresAtIndexes(t, coll); len(idx) != 1 || idx[0].name != "by_expiry" || idx[0].ttl != nil {
+			if idx := expiresAtIndexes(t, coll); len(idx) != 1 || idx[0].Name != "by_expiry" || idx[0].TTL != nil {
 				t.Fatalf("indexes on expiresAt = %+v, want by_expiry untouched", idx)
 			}
 		}
@@ -305,7 +306,7 @@ func TestExistingIndexIsBroughtInLine(t *testing.T) {
 		})
 		if !ttl {
 			// No such index can exist on this server: nothing to bring in line.
-			if !unsupported(err) {
+			if !setup.Unsupported(err) {
 				t.Fatalf("the %s server, without TTL indexes, created one of an hour: %v", testServerKind, err)
 			}
 			t.Logf("the %s server refuses a TTL index of an hour too; the DocumentDB leg runs the rest", testServerKind)
@@ -428,8 +429,8 @@ func TestExpiryModeSetup(t *testing.T) {
 			if (len(idx) == 1) != tt.wantIndex || len(idx) > 1 {
 				t.Fatalf("indexes on expiresAt: %+v, want index=%v", idx, tt.wantIndex)
 			}
-			if tt.wantIndex && (idx[0].ttl != nil) != tt.wantTTL {
-				t.Fatalf("index TTL = %v, want TTL=%v", idx[0].ttl, tt.wantTTL)
+			if tt.wantIndex && (idx[0].TTL != nil) != tt.wantTTL {
+				t.Fatalf("index TTL = %v, want TTL=%v", idx[0].TTL, tt.wantTTL)
 			}
 			// Starting again over the existing index works too.
 			if _, err := newExpiryStore(t, coll, tt.mode); err != nil {
@@ -457,12 +458,12 @@ func TestIndexConflictError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = store.ensureTTLIndex(context.Background(), []bson.Raw{spec})
+	err = store.ensureTTLIndex(context.Background(), []setup.Index{setup.ParseIndex(spec)})
 	var ce mongo.CommandError
 	if !errors.As(err, &ce) {
 		t.Fatalf("ensureTTLIndex = %v, want an error with the server's", err)
 	}
-	if unsupported(ce) {
+	if setup.Unsupported(ce) {
 		// The server has no collMod (FerretDB v1): the TTL refusal.
 		if !errors.Is(err, errNoTTL) || errors.Is(err, ErrInvalidConfig) {
 			t.Fatalf("%s gave %v, want the refusal of TTL indexes", ce.Name, err)
@@ -921,26 +922,10 @@ func TestMiddlewareTimesAreWhatTheSaveWrote(t *testing.T) {
 	}
 }
 
-func TestTTLRefused(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"FerretDB v1", mongo.CommandError{Code: 238, Name: "NotImplemented", Message: "Index option \"expireAfterSeconds\" is not implemented yet"}, true},
-		{"Azure Cosmos DB for MongoDB (RU)", mongo.CommandError{Code: 67, Name: "CannotCreateIndex", Message: "The expireAfterSeconds option is supported on '_ts' field only."}, true},
-		{"a TTL message under another code", mongo.CommandError{Code: 2, Name: "BadValue", Message: "TTL indexes are disabled on this cluster"}, true},
-		{"command not supported", mongo.CommandError{Code: 115, Name: "CommandNotSupported", Message: "createIndexes"}, true},
-		{"another index error", mongo.CommandError{Code: 85, Name: "IndexOptionsConflict", Message: "An equivalent index already exists with a different name"}, false},
-		{"not authorized", mongo.CommandError{Code: 13, Name: "Unauthorized", Message: "not authorized on db to execute command"}, false},
-		{"a network failure", fmt.Errorf("%w: connection reset", ErrDatabase), false},
-		{"a timeout", context.DeadlineExceeded, false},
-		{"no error", nil, false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := ttlRefused(tc.err); got != tc.want {
-				t.Fatalf("ttlRefused(%v) = %v, want %v", tc.err, got, tc.want)
-			}
-		})
+// TestIndexedFieldsAreSetups checks that the fields the store indexes are
+// named as internal/setup, which decides about their indexes, names them.
+func TestIndexedFieldsAreSetups(t *testing.T) {
+	if fieldExpiresAt != setup.FieldExpiresAt || fieldOwner != setup.FieldOwner {
+		t.Fatalf("fields %s and %s; internal/setup has %s and %s", fieldExpiresAt, fieldOwner, setup.FieldExpiresAt, setup.FieldOwner)
 	}
 }

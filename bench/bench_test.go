@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/gorilla/sessions"
+	"go.mongodb.org/mongo-driver/v2/bson"
 
 	"github.com/mongostore/mongostore/bench/internal/db"
 	"github.com/mongostore/mongostore/bench/internal/lib"
@@ -37,6 +38,29 @@ func TestScale(t *testing.T) {
 	runOK(t, []string{"scale", "-db", "mongostore_scale_test", "-n", "2000", "-sessions", "50", "-loads", "100",
 		"-workers", "2", "-rounds", "2", "-phase-timeout", "90s", "-timeout", "4m"},
 		"lost: 0; the 50 real sessions reloaded", "0 of 1750 live filler documents missing", "| 2000 |", "owners: 10 of 5 sessions each")
+}
+
+// TestListingPlan checks how bench scale names the plan of a listing, on
+// each server's explain output.
+func TestListingPlan(t *testing.T) {
+	for _, tc := range []struct{ name, explain, want string }{
+		{"MongoDB", `{"queryPlanner": {"winningPlan": {"stage": "FETCH", "inputStage": {"stage": "IXSCAN", "indexName": "owner_1"}}}}`, "index owner_1"},
+		{"MongoDB, index rejected", `{"queryPlanner": {"winningPlan": {"stage": "COLLSCAN"}, "rejectedPlans": [{"stage": "IXSCAN", "indexName": "owner_1"}]}}`, "scan"},
+		{"DocumentDB", `{"queryPlanner": {"Plan": {"Node Type": "Bitmap Heap Scan", "Plans": [{"Node Type": "Bitmap Index Scan", "Index Name": "owner_1"}]}}}`, "index owner_1"},
+		{"DocumentDB, no index", `{"queryPlanner": {"Plan": {"Node Type": "Seq Scan", "Relation Name": "documents_5196"}}}`, "scan"},
+		{"FerretDB v1", `{"queryPlanner": {"Plan": ["id=2 parent=0 notused=0 detail=SCAN s_f60c4582"]}, "filterPushdown": true}`, "scan"},
+		{"no collection", `{"queryPlanner": {"winningPlan": {"stage": "EOF"}}}`, "nothing to read (EOF: the collection does not exist)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var raw bson.Raw
+			if err := bson.UnmarshalExtJSON([]byte(tc.explain), false, &raw); err != nil {
+				t.Fatal(err)
+			}
+			if got := listingPlan(raw); got != tc.want {
+				t.Errorf("listingPlan = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }
 
 // TestHTTP runs bench http briefly: every request of every variant succeeds

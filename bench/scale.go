@@ -25,6 +25,7 @@ import (
 	"github.com/mongostore/mongostore/bench/internal/db"
 	"github.com/mongostore/mongostore/bench/internal/lib"
 	"github.com/mongostore/mongostore/bench/internal/load"
+	"github.com/mongostore/mongostore/bench/internal/plan"
 )
 
 const sessionsPerOwner, expiredPercent, fillBatch = 5, 10, 1000 // fillBatch: documents per InsertMany
@@ -307,15 +308,11 @@ func (s *scaleRun) measureOwners(ctx context.Context, coll *mongo.Collection, st
 		})
 	}
 	res.list, res.endOthr = each(store.ListSessions, sessionsPerOwner), each(store.EndOtherSessions, sessionsPerOwner-1)
-	plan, err := coll.Database().RunCommand(ctx, bson.D{{Key: "explain", Value: bson.D{
+	explain, err := coll.Database().RunCommand(ctx, bson.D{{Key: "explain", Value: bson.D{
 		{Key: "find", Value: coll.Name()}, {Key: "filter", Value: bson.D{{Key: "owner", Value: owner(0)}}},
 	}}}).Raw()
-	switch res.plan = "unknown"; {
-	case err != nil:
-	case strings.Contains(plan.String(), "owner_1"):
-		res.plan = "index owner_1"
-	case strings.Contains(plan.String(), "SCAN"):
-		res.plan = "scan"
+	if res.plan = "unknown"; err == nil {
+		res.plan = listingPlan(explain)
 	}
 	fmt.Fprintf(out, "  owners: %d of %d sessions each: ListSessions %s; EndOtherSessions %s; listing plan: %s\n",
 		len(currents), sessionsPerOwner, res.list, res.endOthr, res.plan)
@@ -323,6 +320,19 @@ func (s *scaleRun) measureOwners(ctx context.Context, coll *mongo.Collection, st
 		return fmt.Errorf("owners: %v; %v", res.list.First, res.endOthr.First)
 	}
 	return nil
+}
+
+// listingPlan says how explain, of a listing, reads: "index owner_1",
+// "scan", or what the plan reads.
+func listingPlan(explain bson.Raw) string {
+	switch p := plan.Read(explain); {
+	case p.Uses("owner_1"):
+		return "index owner_1"
+	case p.Scan:
+		return "scan"
+	default:
+		return p.String()
+	}
 }
 
 // ratio formats the ratio of a's p50 to b's.

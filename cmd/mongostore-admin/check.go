@@ -1,23 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
-	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
 var checkCommand = command{
@@ -27,12 +25,10 @@ var checkCommand = command{
 	help: `
 Asks the server what it is (buildInfo, hello), tries on a scratch
 collection, which it drops afterwards, whether it accepts a TTL index and
-whether collMod turns a plain index into a TTL one, explains the store's
-queries on the sessions collection (load, save, list a user's sessions,
-GC sweep) to show the index each uses, or a collection scan, compares the
-read preference and write concern of MONGODB_URI with what the store uses,
-and says what NewStore with ExpiryAuto would do with the collection as it
-is. Exits 1 if NewStore would fail there. Needs no SESSION_KEY.`,
+whether collMod turns a plain index into a TTL one, says what NewStore
+with ExpiryAuto would do with the collection as it is, and compares the
+read preference and write concern of MONGODB_URI with what the store
+uses. Exits 1 if NewStore would fail there. Needs no SESSION_KEY.`,
 	flags: func(fs *flag.FlagSet) body {
 		return body{run: func(ctx context.Context, a *app, c *conn) error { return a.check(ctx, c) }}
 	},
@@ -41,205 +37,353 @@ is. Exits 1 if NewStore would fail there. Needs no SESSION_KEY.`,
 // scratchPrefix starts the name of check's scratch collections.
 const scratchPrefix = "mongostore_admin_check_"
 
-// probe is the outcome of trying something on the scratch collection.
-type probe struct {
-	tried bool
-	ok    bool
-	err   error // the server's refusal
-	// refused: the server answered that it does not support it, as the
-	// store reads the answer.
-	refused bool
-}
-
-// result says how the probe went.
-func (p probe) result() string {
-	switch {
-	case !p.tried:
-		return "not tried"
-	case p.ok:
-		return "yes"
+// probe is the server's answer to a trial (NotAsked: not tried), and its
+// error; probes are check's: a TTL index, collMod of a plain index into a
+// TTL one, and of a TTL index's expireAfterSeconds.
+type (
+	probe struct {
+		answer setup.Answer
+		err    error
 	}
-	return "no: " + serverAnswer(p.err)
-}
-
-// probes are check's trials on the scratch collection.
-type probes struct {
-	ttl     probe // createIndexes of a TTL index on expiresAt
-	toTTL   probe // collMod of a plain index into a TTL one
-	seconds probe // collMod of a TTL index's expireAfterSeconds
-}
+	probes struct{ ttl, toTTL, seconds probe }
+)
 
 func (a *app) check(ctx context.Context, c *conn) (err error) {
-	w := a.stdout
-	line := func(label, format string, args ...any) {
-		fmt.Fprintf(w, "%-13s %s\n", label, fmt.Sprintf(format, args...))
-	}
-	more := func(format string, args ...any) { line("", format, args...) }
-	db := c.coll.Database()
-
-	info, err := getServerInfo(ctx, db)
+	r := report{a.stdout, 13}
+	info, err := getServerInfo(ctx, c.coll.Database())
 	if err != nil {
 		return err
 	}
-	line("server", "%s at %s", info, c.server)
-
-	names, err := db.ListCollectionNames(ctx, bson.D{{Key: "name", Value: c.coll.Name()}})
+	r.line("server", "%s at %s", info, c.server)
+	indexes, err := a.checkCollection(ctx, c, r)
 	if err != nil {
-		return fmt.Errorf("list collections of %s: %w", db.Name(), err)
+		return err
 	}
-	exists := len(names) > 0
-	var indexes []index
-	if exists {
-		n, err := c.coll.EstimatedDocumentCount(ctx)
-		if err != nil {
-			return fmt.Errorf("estimated document count: %w", err)
-		}
-		line("collection", "%s: %s documents (estimated)", c.name(), count(n))
-		if indexes, err = listIndexes(ctx, c.coll); err != nil {
-			return err
-		}
-	} else {
-		line("collection", "%s does not exist yet: the application's first NewStore or session creates it", c.name())
-	}
-
-	// The scratch collection, dropped whatever happens.
-	var suffix [4]byte
-	_, _ = rand.Read(suffix[:])
-	scratch := db.Collection(scratchPrefix + hex.EncodeToString(suffix[:]))
+	scratch, drop := a.scratch(ctx, c)
 	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if derr := scratch.Drop(dctx); derr != nil {
-			fmt.Fprintf(a.stderr, "mongostore-admin check: could not drop the scratch collection %s.%s: %v; drop it by hand: db.getCollection(%q).drop()\n",
-				db.Name(), scratch.Name(), derr, scratch.Name())
-			if err == nil {
-				err = problemError{"the scratch collection was left behind"}
-			}
+		if derr := drop(); derr != nil {
+			fmt.Fprintf(a.stderr, "mongostore-admin check: %v\n", derr)
+			err = cmp.Or(err, error(problemError{"check left its scratch collection or database behind"}))
 		}
 	}()
 	pr, err := runProbes(ctx, scratch)
 	if err != nil {
 		return err
 	}
-	switch {
-	case pr.ttl.ok:
-		line("TTL indexes", "yes: createIndexes {expiresAt: 1} with expireAfterSeconds 0 succeeded on a scratch collection")
-	case pr.ttl.refused:
-		line("TTL indexes", "no: %s", serverAnswer(pr.ttl.err))
-		more("ExpiryAuto falls back to the GC goroutine; ExpiryTTL makes NewStore fail")
-	default:
-		line("TTL indexes", "unknown: %s", serverAnswer(pr.ttl.err))
-		more("NewStore in ExpiryAuto or ExpiryTTL would fail with this answer (ErrDatabase)")
+	pr.print(r)
+	verdict, fails := predict(c.coll.Name(), indexes, pr)
+	for i, v := range verdict {
+		r.line(map[bool]string{true: "ExpiryAuto"}[i == 0], "%s", v)
 	}
-	label := "collMod"
-	if pr.seconds.tried {
-		line(label, "a TTL index's expireAfterSeconds (3600 to 0): %s", pr.seconds.result())
-		label = ""
-	}
-	line(label, "a plain index to a TTL one: %s", pr.toTTL.result())
-	switch {
-	case pr.toTTL.ok:
-		more("NewStore fixes an index on expiresAt with other TTL settings, or none, in place")
-	case pr.toTTL.refused:
-		more("with an index on expiresAt that is not a TTL one, ExpiryAuto keeps it and falls back to the GC goroutine")
-	case pr.toTTL.tried:
-		more("as MongoDB before 5.1: the store replaces its own plain index (expiresAt_1, from GC mode) by a TTL one,")
-		more("and refuses to touch another: NewStore then fails, naming the dropIndex to run")
-	}
-
-	verdict, fails := predictExpiry(c.coll.Name(), indexes, pr)
-	line("ExpiryAuto", "%s", verdict[0])
-	for _, v := range verdict[1:] {
-		more("%s", v)
-	}
-
-	if exists {
-		if err := a.explainQueries(ctx, c, info, indexes, line); err != nil {
-			return err
-		}
-	} else {
-		line("queries", "no plans to show: the collection does not exist yet")
-	}
-
-	a.checkConcerns(ctx, c, info, line, more)
-	line("scratch", "%s.%s, dropped at the end", db.Name(), scratch.Name())
+	checkConcerns(ctx, c, info, r)
+	r.line("scratch", "%s.%s, dropped at the end", scratch.Database().Name(), scratch.Name())
 	if fails != "" {
 		return problemError{fails}
 	}
 	return nil
 }
 
-// runProbes tries, on the empty collection scratch: a TTL index on
-// expiresAt; collMod of a TTL index's expireAfterSeconds (3600 to 0); and
-// collMod of a plain index into a TTL one. Network failures and timeouts
-// are errors; the server's refusals are results.
-func runProbes(ctx context.Context, scratch *mongo.Collection) (probes, error) {
-	var p probes
-	create := func(ttl *int32) error {
-		opts := options.Index()
-		if ttl != nil {
-			opts.SetExpireAfterSeconds(*ttl)
-		}
-		_, err := scratch.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: fieldExpiresAt, Value: 1}}, Options: opts})
-		return err
+// checkCollection says what c's collection holds and returns its indexes.
+func (a *app) checkCollection(ctx context.Context, c *conn, r report) ([]setup.Index, error) {
+	names, err := c.coll.Database().ListCollectionNames(ctx, bson.D{{Key: "name", Value: c.coll.Name()}})
+	if err != nil {
+		return nil, fmt.Errorf("list collections: %w", err)
+	} else if len(names) == 0 {
+		r.line("collection", "%s does not exist yet: the application's first NewStore or session creates it", c.name())
+		return nil, nil
 	}
-	drop := func() error { return scratch.Indexes().DropOne(ctx, expiresAtIndexName) }
-	collMod := func() error {
-		return scratch.Database().RunCommand(ctx, bson.D{
-			{Key: "collMod", Value: scratch.Name()},
-			{Key: "index", Value: bson.D{{Key: "name", Value: expiresAtIndexName}, {Key: "expireAfterSeconds", Value: int64(0)}}},
-		}).Err()
+	n, err := c.coll.EstimatedDocumentCount(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("estimated document count: %w", err)
 	}
-	// try records the server's answer to err in pr; other errors stop.
-	try := func(pr *probe, what string, err error, refused func(error) bool) error {
-		pr.tried = true
-		switch {
-		case err == nil:
-			pr.ok = true
-		case !serverError(err):
-			return fmt.Errorf("%s on a scratch collection: %w", what, err)
-		default:
-			pr.err, pr.refused = err, refused(err)
-		}
-		return nil
+	r.line("collection", "%s: %s documents (estimated)", c.name(), count(n))
+	if _, err := a.sessionSample(ctx, c); err != nil {
+		return nil, err
 	}
-	zero, hour := int32(0), int32(3600)
-	if err := try(&p.ttl, "create a TTL index", create(&zero), ttlRefused); err != nil {
-		return p, err
-	}
-	if p.ttl.ok {
-		if err := drop(); err != nil {
-			return p, fmt.Errorf("drop the scratch TTL index: %w", err)
-		}
-		if err := create(&hour); err != nil {
-			return p, fmt.Errorf("create a TTL index on a scratch collection: %w", err)
-		}
-		if err := try(&p.seconds, "collMod", collMod(), unsupported); err != nil {
-			return p, err
-		}
-		if err := drop(); err != nil {
-			return p, fmt.Errorf("drop the scratch TTL index: %w", err)
-		}
-	}
-	if err := create(nil); err != nil {
-		if !serverError(err) {
-			return p, fmt.Errorf("create a plain index on a scratch collection: %w", err)
-		}
-		return p, nil // collMod not tried
-	}
-	return p, try(&p.toTTL, "collMod", collMod(), unsupported)
+	return listIndexes(ctx, c.coll)
 }
 
-// ttlRefused reports whether err, the server's answer to a TTL index,
-// means it does not support one, as the store reads it: a code saying so,
-// or a message about TTL or expireAfterSeconds.
-func ttlRefused(err error) bool {
-	if !serverError(err) {
-		return false
+// scratch returns a new scratch collection in c's database, and the function
+// that drops it, and the database if check created it (as MongoDB would).
+func (a *app) scratch(ctx context.Context, c *conn) (*mongo.Collection, func() error) {
+	db := c.coll.Database()
+	existed, err := listed(ctx, db)
+	if err != nil {
+		existed = true // if check creates the database, it stays
+		fmt.Fprintf(a.stderr, "mongostore-admin check: %v: if %s does not exist, the scratch collection creates it, and check leaves it\n", err, db.Name())
 	}
-	msg := strings.ToLower(err.Error())
-	return unsupported(err) || strings.Contains(msg, "expireafterseconds") || strings.Contains(msg, "ttl") ||
-		strings.Contains(msg, "not supported")
+	scratch := db.Collection(scratchPrefix + strings.ToLower(rand.Text()[:8]))
+	return scratch, func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := scratch.Drop(ctx); err != nil {
+			return fmt.Errorf("could not drop the scratch collection %s.%s: %w; drop it by hand: db.getCollection(%q).drop()",
+				db.Name(), scratch.Name(), err, scratch.Name())
+		}
+		if existed {
+			return nil
+		} else if now, err := listed(ctx, db); err != nil || !now {
+			return err
+		}
+		if names, err := db.ListCollectionNames(ctx, bson.D{}); err != nil || len(names) > 0 { // another's now
+			return err
+		}
+		return db.Drop(ctx)
+	}
+}
+
+// listed reports whether the server lists the database db.
+func listed(ctx context.Context, db *mongo.Database) (bool, error) {
+	names, err := db.Client().ListDatabaseNames(ctx, bson.D{{Key: "name", Value: db.Name()}})
+	return len(names) > 0, wrap("list databases", err)
+}
+
+// runProbes tries the probes on the empty collection scratch. Network
+// failures and timeouts are errors; the server's answers are results, read
+// as the store reads them (setup.Read).
+func runProbes(ctx context.Context, scratch *mongo.Collection) (p probes, err error) {
+	create := func(ttl ...int32) error {
+		opts := options.Index()
+		for _, s := range ttl {
+			opts.SetExpireAfterSeconds(s)
+		}
+		_, err := scratch.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: setup.FieldExpiresAt, Value: 1}}, Options: opts})
+		return err
+	}
+	drop := func() error { return scratch.Indexes().DropOne(ctx, setup.ExpiresAtIndexName) }
+	collMod := func() error {
+		return scratch.Database().RunCommand(ctx, bson.D{{Key: "collMod", Value: scratch.Name()}, {Key: "index", Value: bson.D{
+			{Key: "name", Value: setup.ExpiresAtIndexName}, {Key: "expireAfterSeconds", Value: int64(setup.TTLExpireAfterSeconds)}}}}).Err()
+	}
+	if err := p.ttl.try("create a TTL index", create(setup.TTLExpireAfterSeconds), setup.TTLRefused); err != nil {
+		return p, err
+	}
+	if p.ttl.answer == setup.Accepted {
+		if err := errors.Join(drop(), create(3600)); err != nil {
+			return p, fmt.Errorf("replace the scratch TTL index by one of an hour: %w", err)
+		}
+		if err := errors.Join(p.seconds.try("collMod", collMod(), setup.Unsupported), drop()); err != nil {
+			return p, err
+		}
+	}
+	if err := create(); setup.IsAnswer(err) {
+		return p, nil // no plain index: collMod not tried
+	} else if err != nil {
+		return p, fmt.Errorf("create a plain index on a scratch collection: %w", err)
+	}
+	return p, p.toTTL.try("collMod", collMod(), setup.Unsupported)
+}
+
+// try records in p the answer err to what (refused: which are refusals), or returns err if it is none.
+func (p *probe) try(what string, err error, refused func(error) bool) error {
+	var ok bool
+	if p.answer, ok = setup.Read(err, refused); !ok {
+		return fmt.Errorf("%s on a scratch collection: %w", what, err)
+	}
+	p.err = err
+	return nil
+}
+
+// result says how p went.
+func (p probe) result() string {
+	switch p.answer {
+	case setup.NotAsked:
+		return "not tried"
+	case setup.Accepted:
+		return "yes"
+	}
+	return "no: " + serverAnswer(p.err)
+}
+
+// print shows the probes' results (what NewStore does with them: predict).
+func (pr probes) print(r report) {
+	switch pr.ttl.answer {
+	case setup.Accepted:
+		r.line("TTL indexes", "yes: createIndexes {expiresAt: 1} with expireAfterSeconds 0 succeeded on a scratch collection")
+	case setup.Refused:
+		r.line("TTL indexes", "no: %s", serverAnswer(pr.ttl.err))
+		r.more("ExpiryAuto falls back to the GC goroutine; ExpiryTTL makes NewStore fail")
+	default:
+		r.line("TTL indexes", "unknown: %s", serverAnswer(pr.ttl.err))
+	}
+	label := "collMod"
+	if pr.seconds.answer != setup.NotAsked {
+		r.line(label, "a TTL index's expireAfterSeconds (3600 to 0): %s", pr.seconds.result())
+		label = ""
+	}
+	r.line(label, "a plain index to a TTL one: %s", pr.toTTL.result())
+}
+
+// predict says what NewStore with ExpiryAuto (the default) would do with a
+// collection that has indexes: it follows setup.Decide, as NewStore does,
+// with the probes' answers. fails is non-empty if NewStore would fail.
+func predict(collection string, indexes []setup.Index, pr probes) (verdict []string, fails string) {
+	idx := setup.FindExpiresAt(indexes)
+	var a setup.Answers
+	var steps []setup.Step
+	for d := setup.Decide(idx, a); d.Next != setup.None; d = setup.Decide(idx, a) {
+		switch steps = append(steps, d.Next); d.Next {
+		case setup.CollMod:
+			p := pr.toTTL // on a TTL index, collMod changes expireAfterSeconds
+			if idx.TTL != nil && pr.seconds.answer != setup.NotAsked {
+				p = pr.seconds
+			}
+			if p.answer == setup.NotAsked {
+				return []string{"unknown: collMod could not be tried on a scratch collection"}, ""
+			}
+			a.CollMod = p.answer
+		case setup.CreateTTL:
+			a.CreateTTL = pr.ttl.answer
+		case setup.DropPlain:
+			a.Dropped = true
+		case setup.CreatePlain:
+			a.Restored = true
+		}
+	}
+	if verdict, fails = describePlan(collection, idx, steps, setup.Decide(idx, a).Outcome); fails == "" && !setup.HasOwnerIndexes(indexes) {
+		verdict = append(verdict, "NewStore creates "+setup.OwnerIndexName+" and "+setup.LineageIndexName+" (partial) for the users' session lists")
+	}
+	return verdict, fails
+}
+
+// describePlan says what NewStore does with the index on expiresAt idx
+// (nil: none) by steps, with outcome.
+func describePlan(collection string, idx *setup.Index, steps []setup.Step, outcome setup.Outcome) (verdict []string, fails string) {
+	const gc = "GC: the GC goroutine deletes expired sessions every GCInterval (1 minute by default)"
+	switch {
+	case outcome == setup.Conflict:
+		fails = "NewStore would fail (ErrInvalidConfig): " + setup.ConflictReason(collection, idx)
+		return []string{fails}, fails
+	case outcome == setup.Failed:
+		fails = "NewStore would fail (ErrDatabase): the server answered the TTL index with an error the store does not take for 'not supported'"
+		return []string{fails}, fails
+	case outcome == setup.NoTTL && idx == nil:
+		return []string{gc, "NewStore creates " + setup.ExpiresAtIndexName + ", a plain index, for the sweeps"}, ""
+	case outcome == setup.NoTTL && slices.Contains(steps, setup.CreatePlain):
+		return []string{gc, "NewStore drops its own plain index " + idx.Name + " to create a TTL index, which the server refuses, " +
+			"and creates " + idx.Name + " again, for the sweeps"}, ""
+	case outcome == setup.NoTTL:
+		return []string{gc, "the server does not implement collMod: NewStore keeps " + idx.Name + " as it is, for the sweeps"}, ""
+	case len(steps) == 0:
+		return []string{"TTL: " + idx.Name + " is already a TTL index with expireAfterSeconds 0"}, ""
+	case idx == nil:
+		return []string{"TTL: NewStore creates " + setup.ExpiresAtIndexName + ", a TTL index with expireAfterSeconds 0"}, ""
+	case slices.Contains(steps, setup.DropPlain):
+		return []string{"TTL: NewStore drops its own plain index " + idx.Name + " (from GC mode) and creates the TTL index"}, ""
+	case idx.TTL != nil:
+		return []string{fmt.Sprintf("TTL: NewStore changes the expireAfterSeconds of %s from %d to 0 (collMod)", idx.Name, *idx.TTL)}, ""
+	}
+	return []string{"TTL: NewStore turns " + idx.Name + " into a TTL index with expireAfterSeconds 0 (collMod)"}, ""
+}
+
+// checkConcerns compares the URI's read preference and write concern with the store's.
+func checkConcerns(ctx context.Context, c *conn, info serverInfo, r report) {
+	rp := "primary (the driver's default: the URI sets none)"
+	if p := c.opts.ReadPreference; p != nil && p.Mode() == readpref.PrimaryMode {
+		rp = "primary (from the URI)"
+	} else if p != nil {
+		rp = p.Mode().String() + " (from the URI): the application's other reads may see stale data"
+	}
+	r.line("read pref", "client default %s", rp)
+	r.more("the store reads from the primary whatever the client's default: a request sees what the previous one wrote")
+	replicated := strings.HasPrefix(info.Topology, "replica set")
+	switch wc := c.opts.WriteConcern; {
+	case wc == nil:
+		r.line("write concern", "none in the URI: the server's default applies%s", defaultWriteConcern(ctx, c.client))
+		r.more("the store's writes use the client's write concern")
+		if replicated || strings.HasPrefix(info.Topology, "sharded") {
+			r.more("w=majority is recommended: with w=1, a failover can roll back a login or a logout")
+		}
+	default:
+		r.line("write concern", "%s (from the URI); the store's writes use it", describeWC(wc.W, wc.Journal))
+		if !wc.Acknowledged() {
+			r.more("warning: unacknowledged writes: a save, a login or a logout can fail without the store knowing")
+		} else if wc.W != "majority" && replicated {
+			r.more("warning: a failover can roll back writes the store was told had succeeded: a login lost, a logout undone; use w=majority")
+		}
+	}
+	if rw := c.opts.RetryWrites; rw != nil && !*rw {
+		r.line("retryWrites", "off (from the URI): a save that fails in a failover is an error to retry")
+	} else {
+		r.line("retryWrites", "on (the driver's default): each of the store's writes is retried once across a failover")
+	}
+}
+
+// defaultWriteConcern says the server's default, as getDefaultRWConcern
+// does (", {w: …} (source)"), or why not.
+func defaultWriteConcern(ctx context.Context, client *mongo.Client) string {
+	raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "getDefaultRWConcern", Value: 1}}).Raw()
+	switch {
+	case setup.Unsupported(err):
+		return " (the server has no getDefaultRWConcern to say which)"
+	case setup.IsAnswer(err):
+		return " (getDefaultRWConcern: " + serverAnswer(err) + ")"
+	}
+	s := ""
+	if d, ok := raw.Lookup("defaultWriteConcern").DocumentOK(); ok {
+		s = ", " + d.String()
+	}
+	if src, ok := raw.Lookup("defaultWriteConcernSource").StringValueOK(); ok {
+		s += " (" + src + ")"
+	}
+	return s
+}
+
+// describeWC shows a write concern's w and journal as a URI sets them.
+func describeWC(w any, journal *bool) string {
+	s := ""
+	if w != nil {
+		s = fmt.Sprintf("w=%v", w)
+	}
+	if journal != nil {
+		s = strings.TrimPrefix(fmt.Sprintf("%s, journal=%v", s, *journal), ", ")
+	}
+	return cmp.Or(s, "empty")
+}
+
+// serverInfo is what buildInfo and hello say: the server's kind and version
+// (FerretDB's own for FerretDB), the MongoDB version it claims, its topology.
+type serverInfo struct {
+	Kind           string `json:"kind"`
+	Version        string `json:"version"`
+	MongoDBVersion string `json:"mongodbVersion"`
+	Topology       string `json:"topology"`
+}
+
+func (s serverInfo) String() string {
+	name := "FerretDB " + s.Version
+	switch {
+	case s.Kind == setup.MongoDB:
+		return "MongoDB " + s.Version + ", " + s.Topology
+	case s.Version == unknownVersion:
+		name = s.Kind + " " + unknownVersion
+	}
+	if s.Kind == setup.FerretDB2 {
+		name += " on PostgreSQL with DocumentDB"
+	}
+	return name + " (claims MongoDB " + s.MongoDBVersion + "), " + s.Topology
+}
+
+const unknownVersion = "(version unknown)"
+
+// getServerInfo asks the server what it is, as NewStore does.
+func getServerInfo(ctx context.Context, db *mongo.Database) (serverInfo, error) {
+	raw, err := db.RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
+	if err != nil && !setup.Unsupported(err) {
+		return serverInfo{}, fmt.Errorf("buildInfo: %w", err)
+	}
+	b := setup.ParseBuildInfo(raw)
+	info := serverInfo{b.Kind, cmp.Or(b.Version, unknownVersion), cmp.Or(b.MongoDBVersion, unknownVersion), "standalone"}
+	hello, err := db.RunCommand(ctx, bson.D{{Key: "hello", Value: 1}}).Raw()
+	if err != nil {
+		return info, fmt.Errorf("hello: %w", err)
+	}
+	if msg, _ := hello.Lookup("msg").StringValueOK(); msg == "isdbgrid" {
+		info.Topology = "sharded cluster (through mongos)"
+	} else if set, ok := hello.Lookup("setName").StringValueOK(); ok {
+		info.Topology = "replica set " + set
+	}
+	return info, nil
 }
 
 // serverAnswer shows a server's error with its code.
@@ -249,212 +393,4 @@ func serverAnswer(err error) string {
 		return fmt.Sprintf("code %d (%s): %s", ce.Code, ce.Name, ce.Message)
 	}
 	return err.Error()
-}
-
-// predictExpiry says what NewStore with ExpiryAuto (the default) would do
-// with a collection that has indexes, on a server that answered the probes
-// so, following the store's set-up (README, Expiry). fails is non-empty if
-// NewStore would fail.
-func predictExpiry(collection string, indexes []index, pr probes) (verdict []string, fails string) {
-	idx := expiresAtIndex(indexes)
-	gc := "GC: the GC goroutine deletes expired sessions every GCInterval (1 minute by default)"
-	// collMod as the store would send it to idx: on a TTL index, it
-	// changes expireAfterSeconds (a server that has TTL indexes allows
-	// that); on a plain one, it makes it a TTL index (MongoDB 5.1+).
-	collMod := pr.toTTL
-	if idx != nil && idx.TTL != nil && pr.seconds.tried {
-		collMod = pr.seconds
-	}
-	switch {
-	case idx == nil && pr.ttl.ok:
-		verdict = []string{"TTL: NewStore creates " + expiresAtIndexName + ", a TTL index with expireAfterSeconds 0"}
-	case idx == nil && pr.ttl.refused:
-		verdict = []string{gc, "NewStore creates " + expiresAtIndexName + ", a plain index, for the sweeps"}
-	case idx == nil:
-		fails = "NewStore would fail: the server answered the TTL index with an error the store does not take for 'not supported'"
-		verdict = []string{fails}
-	case idx.TTL != nil && *idx.TTL == 0:
-		verdict = []string{"TTL: " + idx.Name + " is already a TTL index with expireAfterSeconds 0"}
-	case !collMod.tried:
-		verdict = []string{"unknown: collMod could not be tried on a scratch collection"}
-	case collMod.ok && idx.TTL != nil:
-		verdict = []string{fmt.Sprintf("TTL: NewStore changes the expireAfterSeconds of %s from %d to 0 (collMod)", idx.Name, *idx.TTL)}
-	case collMod.ok:
-		verdict = []string{"TTL: NewStore turns " + idx.Name + " into a TTL index with expireAfterSeconds 0 (collMod)"}
-	case collMod.refused:
-		verdict = []string{gc, "the server does not implement collMod: NewStore keeps " + idx.Name + " as it is, for the sweeps"}
-	case idx.plain && pr.ttl.ok:
-		verdict = []string{"TTL: NewStore drops its own plain index " + idx.Name + " (from GC mode) and creates the TTL index"}
-	case idx.plain:
-		// The store drops its own plain index, then the TTL index is
-		// refused: GC mode, with the sweeps' index gone.
-		verdict = []string{gc, "warning: NewStore first drops " + idx.Name + " to create a TTL index, which the server refuses; " +
-			"the sweeps then scan the collection: start it once with Config.Expiry ExpiryGC to keep the index"}
-	default:
-		was := "no expireAfterSeconds"
-		if idx.TTL != nil {
-			was = fmt.Sprintf("expireAfterSeconds %d", *idx.TTL)
-		}
-		fails = fmt.Sprintf("NewStore would fail (ErrInvalidConfig): index %s on expiresAt has %s, collMod cannot fix it, "+
-			"and it is not the store's own; drop it with db.getCollection(%q).dropIndex(%q)", idx.Name, was, collection, idx.Name)
-		verdict = []string{fails}
-	}
-	if len(indexes) > 0 && fails == "" {
-		owner := false
-		for _, i := range indexes {
-			owner = owner || i.Name == ownerIndexName
-		}
-		if !owner {
-			verdict = append(verdict, "NewStore creates "+ownerIndexName+" (sparse) for the users' session lists")
-		}
-	} else if fails == "" {
-		verdict = append(verdict, "NewStore creates "+ownerIndexName+" (sparse) for the users' session lists")
-	}
-	return verdict, fails
-}
-
-// explainQueries shows how the server reads the store's queries on the
-// collection.
-func (a *app) explainQueries(ctx context.Context, c *conn, info serverInfo, indexes []index, line func(string, string, ...any)) error {
-	now := bson.NewDateTimeFromTime(time.Now())
-	var id [32]byte
-	_, _ = rand.Read(id[:])
-	docID := hex.EncodeToString(id[:])
-	owner := base64.RawURLEncoding.EncodeToString(id[:16])
-	expiresAtNames := []string{}
-	for _, idx := range indexes {
-		if idx.expiresAt {
-			expiresAtNames = append(expiresAtNames, idx.Name)
-		}
-	}
-	save := struct {
-		shape  string
-		filter bson.D
-	}{"update {_id, rev, expiresAt: {$gt: now}}", bson.D{{Key: "_id", Value: docID}, {Key: "rev", Value: int64(1)},
-		{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: now}}}}}
-	if info.exactIDOnly() {
-		save.shape, save.filter = "findAndModify {_id}", bson.D{{Key: "_id", Value: docID}}
-	}
-	queries := []struct {
-		name, shape string
-		filter      bson.D
-		want        []string
-		without     string // what a scan costs
-	}{
-		{"load", "find {_id}", bson.D{{Key: "_id", Value: docID}}, []string{"_id_"}, "every request scans the collection"},
-		{"save", save.shape, save.filter, []string{"_id_"}, "every save scans the collection"},
-		{"list", "find {owner}", bson.D{{Key: fieldOwner, Value: owner}}, []string{ownerIndexName}, "listing or ending a user's sessions scans the collection"},
-		{"sweep", "delete {expiresAt: {$lte: now}}", expiredFilter(now.Time()), expiresAtNames, "every GC sweep or DeleteExpired scans the collection"},
-	}
-	line("queries", "how the server reads the store's queries on %s (explain):", c.name())
-	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	small := false
-	for _, q := range queries {
-		raw, err := c.coll.Database().RunCommand(ctx, bson.D{
-			{Key: "explain", Value: bson.D{{Key: "find", Value: c.coll.Name()}, {Key: "filter", Value: q.filter}}},
-			{Key: "verbosity", Value: "queryPlanner"},
-		}).Raw()
-		if err != nil {
-			if !serverError(err) {
-				return fmt.Errorf("explain %s: %w", q.name, err)
-			}
-			fmt.Fprintf(tw, "  %s\t%s\tunknown: explain failed: %s\n", q.name, q.shape, serverAnswer(err))
-			continue
-		}
-		p := readPlan(raw)
-		verdict := ""
-		used, exists := false, false
-		for _, want := range q.want {
-			used = used || p.uses(want)
-			exists = exists || slices.ContainsFunc(indexes, func(i index) bool { return i.Name == want })
-		}
-		switch {
-		case used:
-			verdict = "ok"
-		case p.Scan && info.Kind == kindFerretDB1:
-			verdict = "FerretDB v1 scans for every query"
-		case !exists && len(q.want) == 1:
-			verdict = "warning: no " + q.want[0] + " index: " + q.without
-		case !exists:
-			verdict = "warning: no index on expiresAt: " + q.without
-		case p.Scan:
-			verdict = "warning: " + q.without
-			small = true
-		default:
-			verdict = "warning: not the index " + strings.Join(q.want, " or ")
-			small = true
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", q.name, q.shape, p, verdict)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if small {
-		line("", "%s", "(on a small collection a planner may prefer another plan where the index exists)")
-	}
-	return nil
-}
-
-// checkConcerns compares the read preference and write concern of the
-// URI with what the store uses.
-func (a *app) checkConcerns(ctx context.Context, c *conn, info serverInfo, line func(string, string, ...any), more func(string, ...any)) {
-	rp := "primary (the driver's default: the URI sets none)"
-	if p := c.opts.ReadPreference; p != nil {
-		rp = p.Mode().String() + " (from the URI)"
-		if p.Mode() != readpref.PrimaryMode {
-			rp += ": the application's other reads may see stale data"
-		}
-	}
-	line("read pref", "client default %s", rp)
-	more("the store reads from the primary whatever the client's default: a request sees what the previous one wrote")
-
-	if wc := c.opts.WriteConcern; wc != nil {
-		line("write concern", "%s (from the URI); the store's writes use it", describeWC(wc))
-		if !wc.Acknowledged() {
-			more("warning: unacknowledged writes: a save, a login or a logout can fail without the store knowing")
-		} else if wc.W != "majority" && strings.HasPrefix(info.Topology, "replica set") {
-			more("warning: a failover can roll back writes the store was told had succeeded: a login lost, a logout undone; use w=majority")
-		}
-	} else {
-		def := "the server's default applies"
-		raw, err := c.client.Database("admin").RunCommand(ctx, bson.D{{Key: "getDefaultRWConcern", Value: 1}}).Raw()
-		switch {
-		case err == nil:
-			if d, ok := raw.Lookup("defaultWriteConcern").DocumentOK(); ok {
-				def = "the server's default applies, " + d.String()
-			}
-			if src, ok := raw.Lookup("defaultWriteConcernSource").StringValueOK(); ok {
-				def += " (" + src + ")"
-			}
-		case unsupported(err):
-			def += " (the server has no getDefaultRWConcern to say which)"
-		case serverError(err):
-			def += " (getDefaultRWConcern: " + serverAnswer(err) + ")"
-		}
-		line("write concern", "none in the URI: %s", def)
-		more("the store's writes use the client's write concern")
-		if strings.HasPrefix(info.Topology, "replica set") || strings.HasPrefix(info.Topology, "sharded") {
-			more("w=majority is recommended: with w=1, a failover can roll back a login or a logout")
-		}
-	}
-	if rw := c.opts.RetryWrites; rw != nil && !*rw {
-		line("retryWrites", "off (from the URI): a save that fails in a failover is an error to retry")
-	} else {
-		line("retryWrites", "on (the driver's default): each of the store's writes is retried once across a failover")
-	}
-}
-
-// describeWC shows a write concern as a URI would set it.
-func describeWC(wc *writeconcern.WriteConcern) string {
-	var parts []string
-	if wc.W != nil {
-		parts = append(parts, fmt.Sprintf("w=%v", wc.W))
-	}
-	if wc.Journal != nil {
-		parts = append(parts, fmt.Sprintf("journal=%v", *wc.Journal))
-	}
-	if len(parts) == 0 {
-		return "empty"
-	}
-	return strings.Join(parts, ", ")
 }

@@ -6,20 +6,12 @@
 //	mongostore-admin sessions -owner alice a user's live sessions (needs SESSION_KEY)
 //	mongostore-admin end -owner alice      end all of a user's sessions (needs SESSION_KEY)
 //	mongostore-admin check                 what the server supports, what the store does there
+//	mongostore-admin -version              the module version it was built from
 //
-// It is configured like the sample app, from the environment:
-//
-//	MONGODB_URI         the server's connection string (required)
-//	DB_NAME             the database (default mongostore_example); flag -db
-//	SESSION_COLLECTION  the collection (default sessions); flag -collection
-//	SESSION_KEY         the application's hash key, in hex, at least 32 bytes
-//	                    (sessions and end); after a key rotation, the older
-//	                    keys after it, comma-separated
-//	SESSION_BLOCK_KEY   the application's block key, in hex, if it encrypts
-//	                    session values (one per SESSION_KEY key, comma-separated)
-//
-// Exit codes: 0 done, 1 failure (the server, a command, or a problem check
-// found), 2 usage (flags, arguments, configuration).
+// It is configured like the sample app, from the environment: MONGODB_URI,
+// DB_NAME, SESSION_COLLECTION, SESSION_KEY and SESSION_BLOCK_KEY (see -h,
+// and docs/operator.md). Exit codes: 0 done, 1 failure (the server, a
+// command, or a problem found), 2 usage (flags, arguments, configuration).
 //
 // Install it with
 //
@@ -27,6 +19,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -35,36 +28,29 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/mongostore/mongostore/internal/connstr"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 )
 
-// Defaults, as the sample app has them.
+// Defaults (the sample app's), and exit codes.
 const (
 	defaultDBName     = "mongostore_example"
 	defaultCollection = "sessions"
 	minKeyBytes       = 32
 	defaultTimeout    = time.Minute
-	// selectTimeout bounds the wait for a reachable server, unless the URI
-	// sets serverSelectionTimeoutMS: an unreachable server is an error
-	// within seconds, not after the driver's 30.
-	selectTimeout = 5 * time.Second
-	// progressAfter is how long a step runs before progress is shown.
-	progressAfter = 2 * time.Second
-)
+	selectTimeout     = 5 * time.Second // for a reachable server, unless the URI sets serverSelectionTimeoutMS (the driver's: 30 s)
+	progressAfter     = 2 * time.Second // before a step shows its progress
 
-// Exit codes.
-const (
-	exitOK      = 0
-	exitFailure = 1
-	exitUsage   = 2
+	exitOK, exitFailure, exitUsage = 0, 1, 2
 )
 
 func main() {
@@ -74,8 +60,7 @@ func main() {
 	os.Exit(code)
 }
 
-// run runs the command line args (without the program name) and returns
-// the exit code.
+// run runs the command line args (no program name); it returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return (&app{getenv: os.Getenv, stdout: stdout, stderr: stderr, progressAfter: progressAfter}).run(ctx, args)
 }
@@ -87,14 +72,12 @@ type app struct {
 	progressAfter  time.Duration // how long a step runs before it shows progress
 }
 
-// command is a subcommand.
+// command is a subcommand: usage follows its name, help says what it does,
+// keys that it needs SESSION_KEY; flags defines its flags and returns its body.
 type command struct {
-	name, summary string
-	usage         string // after the command's name
-	help          string // what it does, printed by -h
-	keys          bool   // needs SESSION_KEY
-	// flags defines the command's own flags on fs and returns its body.
-	flags func(fs *flag.FlagSet) body
+	name, summary, usage, help string
+	keys                       bool
+	flags                      func(fs *flag.FlagSet) body
 }
 
 // body is what a command does once its flags are parsed: validate checks
@@ -106,18 +89,18 @@ type body struct {
 
 var commands = []command{statsCommand, sessionsCommand, endCommand, checkCommand}
 
-// usageError is a mistake in the command line or the configuration: exit 2.
-type usageError struct{ msg string }
+// usageError is a mistake in the command line or the configuration (exit
+// 2); problemError a finding that makes the run fail (exit 1) after its
+// report is printed.
+type (
+	usageError   struct{ msg string }
+	problemError struct{ msg string }
+)
 
-func (e usageError) Error() string { return e.msg }
+func (e usageError) Error() string   { return e.msg }
+func (e problemError) Error() string { return e.msg }
 
 func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
-
-// problemError is a finding that makes the run fail (exit 1) after its
-// report is printed: the report says what is wrong.
-type problemError struct{ msg string }
-
-func (e problemError) Error() string { return e.msg }
 
 func (a *app) run(ctx context.Context, args []string) int {
 	if len(args) == 0 {
@@ -125,6 +108,10 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	switch args[0] {
+	case "-version", "--version":
+		info, _ := debug.ReadBuildInfo()
+		fmt.Fprintln(a.stdout, "mongostore-admin", moduleVersion(info))
+		return exitOK
 	case "-h", "-help", "--help", "help":
 		if len(args) > 1 && args[0] == "help" {
 			return a.run(ctx, []string{args[1], "-h"})
@@ -132,30 +119,31 @@ func (a *app) run(ctx context.Context, args []string) int {
 		a.usage(a.stdout)
 		return exitOK
 	}
-	for _, cmd := range commands {
-		if cmd.name == args[0] {
-			return a.runCommand(ctx, cmd, args[1:])
-		}
+	if i := slices.IndexFunc(commands, func(cmd command) bool { return cmd.name == args[0] }); i >= 0 {
+		return a.runCommand(ctx, commands[i], args[1:])
 	}
 	fmt.Fprintf(a.stderr, "mongostore-admin: unknown command %q\n\n", args[0])
 	a.usage(a.stderr)
 	return exitUsage
 }
 
+// moduleVersion returns the version of the module built, as info (nil: none)
+// says: "v1.4.0" after go install …@v1.4.0, "(devel)" in a working tree.
+func moduleVersion(info *debug.BuildInfo) string {
+	if info == nil || info.Main.Version == "" {
+		return "(devel)"
+	}
+	return info.Main.Version
+}
+
 // usage prints the command's overview.
 func (a *app) usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: mongostore-admin <command> [flags]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Looks after a mongostore sessions collection. Commands:")
-	fmt.Fprintln(w)
+	fmt.Fprint(w, "Usage: mongostore-admin <command> [flags]\n\nLooks after a mongostore sessions collection. Commands:\n\n")
 	for _, cmd := range commands {
 		fmt.Fprintf(w, "  %-9s %s\n", cmd.name, cmd.summary)
 	}
-	fmt.Fprintln(w)
-	fmt.Fprint(w, envHelp)
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'mongostore-admin <command> -h' for a command's flags.")
-	fmt.Fprintln(w, "Exit codes: 0 done, 1 failure, 2 usage.")
+	fmt.Fprint(w, "\n"+envHelp+"\nRun 'mongostore-admin <command> -h' for a command's flags, 'mongostore-admin -version' for its version.\n"+
+		"Exit codes: 0 done, 1 failure, 2 usage.\n")
 }
 
 const envHelp = `Environment:
@@ -177,42 +165,37 @@ func (a *app) runCommand(ctx context.Context, cmd command, args []string) int {
 	fs.StringVar(&common.collection, "collection", "", "the sessions collection (default $SESSION_COLLECTION, or "+defaultCollection+")")
 	fs.DurationVar(&common.timeout, "timeout", defaultTimeout, "bound on the whole command")
 	b := cmd.flags(fs)
-	printUsage := func(w io.Writer) {
-		fs.SetOutput(w)
-		fmt.Fprintf(w, "Usage: mongostore-admin %s %s\n\n%s\n\nFlags:\n", cmd.name, cmd.usage, strings.TrimSpace(cmd.help))
-		fs.PrintDefaults()
-		fmt.Fprintln(w)
-		fmt.Fprint(w, envHelp)
-		fs.SetOutput(io.Discard)
-	}
 	err := fs.Parse(args)
+	if err == nil && fs.NArg() > 0 {
+		err = fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
 	switch {
 	case errors.Is(err, flag.ErrHelp):
-		printUsage(a.stdout)
+		cmd.printUsage(a.stdout, fs)
 		return exitOK
 	case err != nil:
 		fmt.Fprintf(a.stderr, "mongostore-admin %s: %v\n\n", cmd.name, err)
-		printUsage(a.stderr)
-		return exitUsage
-	case fs.NArg() > 0:
-		fmt.Fprintf(a.stderr, "mongostore-admin %s: unexpected argument %q\n\n", cmd.name, fs.Arg(0))
-		printUsage(a.stderr)
+		cmd.printUsage(a.stderr, fs)
 		return exitUsage
 	}
-
-	err = a.start(ctx, cmd, common, b)
-	var ue usageError
-	switch {
-	case err == nil:
+	if err = a.start(ctx, cmd, common, b); err == nil {
 		return exitOK
-	case errors.As(err, &ue):
-		fmt.Fprintf(a.stderr, "mongostore-admin %s: %v\n", cmd.name, err)
+	}
+	fmt.Fprintf(a.stderr, "mongostore-admin %s: %v\n", cmd.name, err)
+	if errors.As(err, new(usageError)) {
 		fmt.Fprintf(a.stderr, "Run 'mongostore-admin %s -h' for help.\n", cmd.name)
 		return exitUsage
-	default:
-		fmt.Fprintf(a.stderr, "mongostore-admin %s: %v\n", cmd.name, err)
-		return exitFailure
 	}
+	return exitFailure
+}
+
+// printUsage prints the command's help, with its flags fs.
+func (cmd command) printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "Usage: mongostore-admin %s %s\n\n%s\n\nFlags:\n", cmd.name, cmd.usage, strings.TrimSpace(cmd.help))
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	fmt.Fprint(w, "\n"+envHelp)
 }
 
 // commonFlags are the flags every command has.
@@ -221,89 +204,85 @@ type commonFlags struct {
 	timeout        time.Duration
 }
 
-// conn is what a command works on.
+// conn is what a command works on: the collection, the URI, its options
+// (as the URI alone sets them), its hosts (no credentials), and the key
+// pairs for NewStore (nil unless the command needs keys).
 type conn struct {
-	client   *mongo.Client
-	coll     *mongo.Collection
-	opts     *options.ClientOptions // as the URI sets them
-	server   string                 // the URI's hosts, without credentials
-	keyPairs [][]byte               // for NewStore; nil unless the command needs keys
+	client      *mongo.Client
+	coll        *mongo.Collection
+	uri, server string
+	opts        *options.ClientOptions
+	keyPairs    [][]byte
 }
 
 // name returns the collection's full name, db.collection.
 func (c *conn) name() string { return c.coll.Database().Name() + "." + c.coll.Name() }
 
-// start reads the configuration, connects, and runs the command body.
+// start reads the configuration (the flags common, then the environment),
+// connects, and runs the command body.
 func (a *app) start(ctx context.Context, cmd command, common commonFlags, b body) (err error) {
+	c := &conn{uri: a.getenv("MONGODB_URI")}
 	if b.validate != nil {
-		if err := b.validate(); err != nil {
-			return err
-		}
+		err = b.validate()
 	}
-	uri := a.getenv("MONGODB_URI")
-	if uri == "" {
+	switch {
+	case err != nil:
+		return err
+	case c.uri == "":
 		return usagef("MONGODB_URI is not set: give the connection string of the server that holds the sessions, e.g. MONGODB_URI=mongodb://localhost:27017/")
-	}
-	if common.timeout <= 0 {
+	case common.timeout <= 0:
 		return usagef("-timeout %v: must be positive", common.timeout)
 	}
-	dbName := cmpOr(common.db, a.getenv("DB_NAME"), defaultDBName)
-	collName := cmpOr(common.collection, a.getenv("SESSION_COLLECTION"), defaultCollection)
-	var keys [][]byte
 	if cmd.keys {
-		if keys, err = parseKeys(a.getenv("SESSION_KEY"), a.getenv("SESSION_BLOCK_KEY")); err != nil {
+		if c.keyPairs, err = parseKeys(a.getenv("SESSION_KEY"), a.getenv("SESSION_BLOCK_KEY")); err != nil {
 			return err
 		}
 	}
-
-	opts := options.Client().SetServerSelectionTimeout(selectTimeout).ApplyURI(uri)
-	if err := opts.Validate(); err != nil {
-		return usagef("MONGODB_URI: %v", redact(err.Error(), uri))
+	c.opts = options.Client().ApplyURI(c.uri) // what the URI alone sets, for check
+	c.server = cmp.Or(connstr.Describe(c.uri), "the server in MONGODB_URI")
+	if err := c.opts.Validate(); err != nil {
+		return usagef("MONGODB_URI: not a valid connection string: %s", connstr.MaskParseError(err.Error(), c.uri))
 	}
-	uriOpts := options.Client().ApplyURI(uri) // what the URI alone sets, for check
+	ctx, cancel := context.WithTimeout(ctx, common.timeout)
+	defer cancel()
+	disconnect, err := c.connect(ctx, cmp.Or(common.db, a.getenv("DB_NAME"), defaultDBName),
+		cmp.Or(common.collection, a.getenv("SESSION_COLLECTION"), defaultCollection))
+	if err != nil {
+		return err
+	}
+	defer disconnect()
+	switch err = b.run(ctx, a, c); {
+	case err == nil:
+		return nil
+	case ctx.Err() == nil || errors.As(err, new(problemError)):
+		return errors.New(connstr.Redact(err.Error(), c.uri))
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("%s (the -timeout of %v ran out)", connstr.Redact(err.Error(), c.uri), common.timeout)
+	}
+	return fmt.Errorf("interrupted: %s", connstr.Redact(err.Error(), c.uri))
+}
+
+// connect connects to c's server, as the URI says but reading from the
+// primary, as the store does, and opens the collection db.coll.
+func (c *conn) connect(ctx context.Context, db, coll string) (disconnect func(), err error) {
+	opts := options.Client().SetServerSelectionTimeout(selectTimeout).ApplyURI(c.uri).SetReadPreference(readpref.Primary())
 	if opts.AppName == nil {
 		opts.SetAppName("mongostore-admin")
 	}
-	// Read what the store reads: it reads from the primary, whatever the
-	// URI's read preference.
-	opts.SetReadPreference(readpref.Primary())
-	server := describeServer(uri)
-
-	ctx, cancel := context.WithTimeout(ctx, common.timeout)
-	defer cancel()
-	client, err := mongo.Connect(opts)
-	if err != nil {
-		return fmt.Errorf("connect to %s: %s", server, redact(err.Error(), uri))
+	if c.client, err = mongo.Connect(opts); err != nil {
+		return nil, fmt.Errorf("connect to %s: %s", c.server, connstr.Redact(err.Error(), c.uri))
 	}
-	defer func() {
-		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer dcancel()
-		_ = client.Disconnect(dctx)
-	}()
-	if err := client.Ping(ctx, readpref.Primary()); err != nil {
-		return fmt.Errorf("cannot reach %s (the server in MONGODB_URI): %s", server, redact(err.Error(), uri))
+	disconnect = func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = c.client.Disconnect(ctx)
 	}
-	c := &conn{client: client, coll: client.Database(dbName).Collection(collName), opts: uriOpts, server: server, keyPairs: keys}
-	if err := b.run(ctx, a, c); err != nil {
-		if ctx.Err() != nil && !errors.As(err, new(problemError)) {
-			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return fmt.Errorf("%s (the -timeout of %v ran out)", redact(err.Error(), uri), common.timeout)
-			}
-			return fmt.Errorf("interrupted: %s", redact(err.Error(), uri))
-		}
-		return errors.New(redact(err.Error(), uri))
+	if err := c.client.Ping(ctx, readpref.Primary()); err != nil {
+		disconnect()
+		return nil, fmt.Errorf("cannot reach %s (the server in MONGODB_URI): %s", c.server, connstr.Redact(err.Error(), c.uri))
 	}
-	return nil
-}
-
-// cmpOr returns the first of values that is not empty.
-func cmpOr(values ...string) string {
-	for _, v := range values {
-		if v != "" {
-			return v
-		}
-	}
-	return ""
+	c.coll = c.client.Database(db).Collection(coll)
+	return disconnect, nil
 }
 
 // parseKeys reads SESSION_KEY and SESSION_BLOCK_KEY into NewStore's key
@@ -315,64 +294,71 @@ func parseKeys(hashKeys, blockKeys string) ([][]byte, error) {
 			"(hex, as the sample app takes it; the sample app keeps a generated one in DATA_DIR/session.key: " +
 			"SESSION_KEY=$(cat .data/session.key))")
 	}
-	hashes := strings.Split(hashKeys, ",")
-	var blocks []string
-	if strings.TrimSpace(blockKeys) != "" {
-		blocks = strings.Split(blockKeys, ",")
-		if len(blocks) > len(hashes) {
-			return nil, usagef("SESSION_BLOCK_KEY: %d keys for %d in SESSION_KEY", len(blocks), len(hashes))
-		}
+	hashes, blocks := strings.Split(hashKeys, ","), strings.Split(blockKeys, ",")
+	if len(blocks) > len(hashes) {
+		return nil, usagef("SESSION_BLOCK_KEY: %d keys for %d in SESSION_KEY", len(blocks), len(hashes))
 	}
 	var pairs [][]byte
 	for i, h := range hashes {
-		name := "SESSION_KEY"
-		if len(hashes) > 1 {
-			name = fmt.Sprintf("SESSION_KEY (key %d)", i+1)
-		}
-		key, err := hex.DecodeString(strings.TrimSpace(h))
-		if err != nil {
-			return nil, usagef("%s: not hexadecimal: %v", name, err)
-		}
-		if len(key) < minKeyBytes {
-			return nil, usagef("%s: %d bytes, want at least %d (%d hex digits)", name, len(key), minKeyBytes, 2*minKeyBytes)
-		}
+		which := map[bool]string{true: fmt.Sprintf(" (key %d)", i+1)}[len(hashes) > 1]
+		key, err := hexKey("SESSION_KEY"+which, h, minKeyBytes)
 		var block []byte
-		if i < len(blocks) && strings.TrimSpace(blocks[i]) != "" {
-			name := strings.Replace(name, "SESSION_KEY", "SESSION_BLOCK_KEY", 1)
-			block, err = hex.DecodeString(strings.TrimSpace(blocks[i]))
-			if err != nil {
-				return nil, usagef("%s: not hexadecimal: %v", name, err)
-			}
-			if n := len(block); n != 16 && n != 24 && n != 32 {
-				return nil, usagef("%s: %d bytes, want 16, 24 or 32", name, n)
-			}
+		if err == nil && i < len(blocks) {
+			block, err = hexKey("SESSION_BLOCK_KEY"+which, blocks[i], 16, 24, 32)
+		}
+		if err != nil {
+			return nil, err
 		}
 		pairs = append(pairs, key, block)
 	}
 	return pairs, nil
 }
 
+// hexKey decodes s, the key called name: a hash key of at least sizes[0]
+// bytes, or a block key of one of sizes (nil if blank).
+func hexKey(name, s string, sizes ...int) ([]byte, error) {
+	key, err := hex.DecodeString(strings.TrimSpace(s))
+	switch {
+	case err != nil:
+		return nil, usagef("%s: not hexadecimal: %v", name, err)
+	case len(sizes) == 1 && len(key) < sizes[0]:
+		return nil, usagef("%s: %d bytes, want at least %d (%d hex digits)", name, len(key), sizes[0], 2*sizes[0])
+	case len(sizes) > 1 && len(key) > 0 && !slices.Contains(sizes, len(key)):
+		return nil, usagef("%s: %d bytes, want 16, 24 or 32", name, len(key))
+	case len(key) == 0:
+		return nil, nil
+	}
+	return key, nil
+}
+
+// report writes lines of a label, in a column of width, and a value;
+// more, with no label.
+type report struct {
+	w     io.Writer
+	width int
+}
+
+func (r report) line(label, format string, args ...any) {
+	fmt.Fprintf(r.w, "%-*s %s\n", r.width, label, fmt.Sprintf(format, args...))
+}
+func (r report) more(format string, args ...any) { r.line("", format, args...) }
+
 // requireCollection returns an error unless c's collection exists; the
 // error names the database's collections.
 func (c *conn) requireCollection(ctx context.Context) error {
 	db := c.coll.Database()
-	names, err := db.ListCollectionNames(ctx, bson.D{{Key: "name", Value: c.coll.Name()}})
-	if err != nil {
-		return fmt.Errorf("list collections of %s: %w", db.Name(), err)
-	}
-	if len(names) > 0 {
-		return nil
-	}
 	all, err := db.ListCollectionNames(ctx, bson.D{})
 	if err != nil {
 		return fmt.Errorf("list collections of %s: %w", db.Name(), err)
 	}
+	if slices.Contains(all, c.coll.Name()) {
+		return nil
+	}
 	have := "it has no collections"
-	slices.Sort(all)
+	if slices.Sort(all); len(all) > 10 {
+		all = append(all[:10], "…")
+	}
 	if len(all) > 0 {
-		if len(all) > 10 {
-			all = append(all[:10], "…")
-		}
 		have = "it has " + strings.Join(all, ", ")
 	}
 	return fmt.Errorf("collection %s does not exist on %s (%s): check DB_NAME or -db, and SESSION_COLLECTION or -collection",

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/mongostore/mongostore/internal/setup"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -185,17 +186,24 @@ func loads(t testing.TB, store *mongostore.Store, cookie *http.Cookie) bool {
 }
 
 // createIndexes creates the store's indexes in GC mode: a plain
-// expiresAt_1 and the sparse owner_1.
+// expiresAt_1, and owner_present and lineage_present, partial (sparse on
+// FerretDB v1, which refuses partial indexes).
 func createIndexes(t testing.TB, coll *mongo.Collection) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := coll.Indexes().CreateMany(ctx, []mongo.IndexModel{
-		{Keys: bson.D{{Key: "expiresAt", Value: 1}}},
-		{Keys: bson.D{{Key: "owner", Value: 1}}, Options: options.Index().SetName("owner_1").SetSparse(true)},
-	})
-	if err != nil {
+	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "expiresAt", Value: 1}}}); err != nil {
 		t.Fatal(err)
+	}
+	for name, field := range map[string]string{setup.OwnerIndexName: "owner", setup.LineageIndexName: "lineage"} {
+		partial := options.Index().SetName(name).SetPartialFilterExpression(bson.D{{Key: field, Value: bson.D{{Key: "$exists", Value: true}}}})
+		_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: field, Value: 1}}, Options: partial})
+		if setup.Unsupported(err) {
+			_, err = coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: field, Value: 1}}, Options: options.Index().SetName(name).SetSparse(true)})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -216,7 +224,12 @@ func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{}
 	f.name, f.coll = testCollection(t)
-	f.store = newStore(t, f.coll, mongostore.Config{Expiry: mongostore.ExpiryNone}, time.Time{})
+	// Each reading of the clock a millisecond later: each save at a time of
+	// its own, so that the latest saved is known.
+	var ticks atomic.Int64
+	start := time.Now()
+	clock := func() time.Time { return start.Add(time.Duration(ticks.Add(1)) * time.Millisecond) }
+	f.store = newStore(t, f.coll, mongostore.Config{Expiry: mongostore.ExpiryNone, Now: clock}, time.Time{})
 	past := newStore(t, f.coll, mongostore.Config{Expiry: mongostore.ExpiryNone}, time.Now().Add(-48*time.Hour))
 	createIndexes(t, f.coll)
 	f.alice = []*http.Cookie{login(t, f.store, "alice", "Firefox on Linux"), login(t, f.store, "alice", "Safari on iPhone")}

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -13,6 +13,9 @@ import (
 	"unicode"
 
 	"github.com/mongostore/mongostore"
+	"github.com/mongostore/mongostore/internal/setup"
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 var sessionsCommand = command{
@@ -26,14 +29,12 @@ application's own page does (Store.ListSessions): each one's handle (for
 'end -handle'), device label, and when it was created, last saved and
 expires, in UTC. Only sessions whose authenticated values name the user
 are listed, so it needs the application's key: SESSION_KEY (and
-SESSION_BLOCK_KEY if the application encrypts session values).`,
+SESSION_BLOCK_KEY if the application encrypts session values); it fails
+if they read none of the collection's sessions.`,
 	flags: func(fs *flag.FlagSet) body {
-		owner := fs.String("owner", "", "the user, as the application gave it to SetOwner (required)")
+		owner, validate := ownerFlag(fs, "list")
 		asJSON := fs.Bool("json", false, "print the sessions as JSON")
-		return body{
-			validate: requireOwner(owner, "list"),
-			run:      func(ctx context.Context, a *app, c *conn) error { return a.sessions(ctx, c, *owner, *asJSON) },
-		}
+		return body{validate, func(ctx context.Context, a *app, c *conn) error { return a.sessions(ctx, c, *owner, *asJSON) }}
 	},
 }
 
@@ -49,20 +50,19 @@ deleted; with -handle, only the session of that handle (from 'sessions').
 Ended means ended: the documents are deleted, so each device's next
 request gets a fresh session, and a save under way there fails instead of
 bringing its session back. Needs the application's key, SESSION_KEY: the
-owner is found by a digest keyed with it.`,
+owner is found by a digest keyed with it; it deletes nothing if the key
+reads none of the collection's sessions.`,
 	flags: func(fs *flag.FlagSet) body {
-		owner := fs.String("owner", "", "the user, as the application gave it to SetOwner (required)")
+		owner, validate := ownerFlag(fs, "end")
 		handle := fs.String("handle", "", "end only the session with this handle (see 'sessions')")
-		return body{
-			validate: requireOwner(owner, "end"),
-			run:      func(ctx context.Context, a *app, c *conn) error { return a.end(ctx, c, *owner, *handle) },
-		}
+		return body{validate, func(ctx context.Context, a *app, c *conn) error { return a.end(ctx, c, *owner, *handle) }}
 	},
 }
 
-// requireOwner returns the check that -owner is given.
-func requireOwner(owner *string, verb string) func() error {
-	return func() error {
+// ownerFlag defines -owner on fs; it returns it, and the check that it is given.
+func ownerFlag(fs *flag.FlagSet, verb string) (*string, func() error) {
+	owner := fs.String("owner", "", "the user, as the application gave it to SetOwner (required)")
+	return owner, func() error {
 		if *owner == "" {
 			return usagef("-owner is required: the user whose sessions to %s, as the application gave it to SetOwner", verb)
 		}
@@ -70,23 +70,31 @@ func requireOwner(owner *string, verb string) func() error {
 	}
 }
 
-// wrongKeyHint explains an empty result.
-const wrongKeyHint = "(owners are found by a digest keyed with SESSION_KEY: with another key than the application's, none is found)"
-
-// store returns a store on c's collection with the keys of SESSION_KEY. It
-// is configured with ExpiryNone: it sends no command to set up, creates no
-// index and starts no goroutine. Its warnings go to standard error.
-func (a *app) store(ctx context.Context, c *conn) (*mongostore.Store, error) {
+// keyedStore returns a store (ExpiryNone: it changes nothing, starts no
+// goroutine; warnings to standard error) with SESSION_KEY's keys, having
+// checked that they read c's sessions (done says what was done if not),
+// and, if there are none, a note that says so.
+func (a *app) keyedStore(ctx context.Context, c *conn, done string) (store *mongostore.Store, none string, err error) {
+	sample, err := a.sessionSample(ctx, c)
+	if err != nil {
+		return nil, "", err
+	} else if len(sample) == 0 {
+		none = " (" + c.name() + " holds no sessions)"
+	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	timeout := time.Minute
 	if d, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(d), time.Millisecond)
 	}
-	store, err := mongostore.NewStore(ctx, c.coll, mongostore.Config{Expiry: mongostore.ExpiryNone, Logger: logger, Timeout: timeout}, c.keyPairs...)
+	store, err = mongostore.NewStore(ctx, c.coll, mongostore.Config{Expiry: mongostore.ExpiryNone, Logger: logger, Timeout: timeout}, c.keyPairs...)
 	if err != nil {
-		return nil, fmt.Errorf("session store: %w", err)
+		return nil, "", fmt.Errorf("session store: %w", err)
 	}
-	return store, nil
+	if err := a.checkKeys(store, c, sample, done); err != nil {
+		store.Close()
+		return nil, "", err
+	}
+	return store, none, nil
 }
 
 // ownedSession is a session as sessions -json prints it.
@@ -99,100 +107,81 @@ type ownedSession struct {
 }
 
 func (a *app) sessions(ctx context.Context, c *conn, owner string, asJSON bool) error {
-	if err := c.requireCollection(ctx); err != nil {
-		return err
-	}
-	store, err := a.store(ctx, c)
+	store, none, err := a.keyedStore(ctx, c, "nothing was listed")
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	list, err := store.ListSessions(ctx, owner, nil)
-	if err != nil {
+	switch {
+	case err != nil:
 		return err
-	}
-	if asJSON {
+	case asJSON:
 		out := make([]ownedSession, 0, len(list))
 		for _, s := range list {
 			out = append(out, ownedSession{s.Handle, s.Device, s.CreatedAt.UTC(), s.UpdatedAt.UTC(), s.ExpiresAt.UTC()})
 		}
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return printJSON(a.stdout, out)
+	case len(list) == 0:
+		_, err := fmt.Fprintf(a.stdout, "no live sessions of %q%s\n", owner, none)
+		return err
 	}
-	if len(list) == 0 {
-		fmt.Fprintf(a.stdout, "no live sessions of %s\n%s\n", strconv.Quote(owner), wrongKeyHint)
-		return nil
-	}
-	plural := "s"
-	if len(list) == 1 {
-		plural = ""
-	}
-	fmt.Fprintf(a.stdout, "%d live session%s of %s, the latest saved first (times in UTC):\n\n", len(list), plural, strconv.Quote(owner))
+	fmt.Fprintf(a.stdout, "%s of %q, the latest saved first (times in UTC):\n\n", plural(len(list), "live session"), owner)
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "HANDLE\tDEVICE\tCREATED\tUPDATED\tEXPIRES")
 	for _, s := range list {
-		device := printable(s.Device)
-		if device == "" {
-			device = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Handle, device, utc(s.CreatedAt), utc(s.UpdatedAt), utc(s.ExpiresAt))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.Handle, cmp.Or(printable(s.Device), "-"), utc(s.CreatedAt), utc(s.UpdatedAt), utc(s.ExpiresAt))
 	}
 	return tw.Flush()
 }
 
 func (a *app) end(ctx context.Context, c *conn, owner, handle string) error {
-	if err := c.requireCollection(ctx); err != nil {
-		return err
-	}
-	store, err := a.store(ctx, c)
+	store, none, err := a.keyedStore(ctx, c, "nothing was deleted")
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	if handle != "" {
 		s, ended, err := store.EndSession(ctx, owner, handle, nil)
-		if err != nil {
+		switch {
+		case err != nil:
 			return err
+		case !ended:
+			return problemError{fmt.Sprintf("no live session of %q has the handle %q (list them: mongostore-admin sessions -owner %s)",
+				owner, handle, shellQuote(owner))}
 		}
-		if !ended {
-			return problemError{fmt.Sprintf("no live session of %s has the handle %s (list them: mongostore-admin sessions -owner %s)",
-				strconv.Quote(owner), strconv.Quote(handle), shellQuote(owner))}
-		}
-		device := printable(s.Device)
-		if device == "" {
-			device = "no device label"
-		}
-		fmt.Fprintf(a.stdout, "ended the session %s of %s (%s, last saved %s UTC)\n", s.Handle, strconv.Quote(owner), device, utc(s.UpdatedAt))
-		return nil
-	}
-	n, err := store.EndOtherSessions(ctx, owner, nil)
-	if err != nil {
+		_, err = fmt.Fprintf(a.stdout, "ended the session %s of %q (%s, last saved %s UTC)\n", s.Handle, owner,
+			cmp.Or(printable(s.Device), "no device label"), utc(s.UpdatedAt))
 		return err
 	}
-	if n == 0 {
-		fmt.Fprintf(a.stdout, "no session of %s to end: 0 documents deleted\n%s\n", strconv.Quote(owner), wrongKeyHint)
-		return nil
+	n, err := store.EndOtherSessions(ctx, owner, nil)
+	switch {
+	case err != nil:
+		return err
+	case n == 0:
+		_, err = fmt.Fprintf(a.stdout, "no live session of %q to end%s\n", owner, none)
+	default:
+		_, err = fmt.Fprintf(a.stdout, "ended every session of %q: %s\n", owner, plural(int(n), "session"))
 	}
-	plural := "s"
+	return err
+}
+
+// plural returns n and the noun, plural unless n is 1: "2 documents".
+func plural(n int, noun string) string {
 	if n == 1 {
-		plural = ""
+		return "1 " + noun
 	}
-	fmt.Fprintf(a.stdout, "ended every session of %s: %d document%s deleted\n", strconv.Quote(owner), n, plural)
-	return nil
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // utc formats t for the tables, in UTC, to the second.
 func utc(t time.Time) string { return t.UTC().Format(time.DateTime) }
 
-// printable returns s as is if it holds only printable characters, else
-// quoted: a device label comes from a User-Agent header, and must not
-// send escape sequences to the operator's terminal.
+// printable returns s, quoted unless all printable: a device label comes
+// from a User-Agent, and must send no escape sequence to the terminal.
 func printable(s string) string {
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return strconv.Quote(s)
-		}
+	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
+		return strconv.Quote(s)
 	}
 	return s
 }
@@ -203,4 +192,79 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// sampleSize is how many documents tell what a collection holds.
+const sampleSize = 10
+
+// sessionSample returns the sessions among a sample of c's documents: the
+// live ones that expire last (the latest saved, with the current keys), or
+// any. It fails if the collection is missing, or not the store's.
+func (a *app) sessionSample(ctx context.Context, c *conn) ([]bson.Raw, error) {
+	if err := c.requireCollection(ctx); err != nil {
+		return nil, err
+	}
+	var docs []bson.Raw
+	for _, q := range []struct {
+		filter bson.D
+		opts   *options.FindOptionsBuilder
+	}{
+		{expiresAt("$gt", time.Now()), options.Find().SetSort(bson.D{{Key: setup.FieldExpiresAt, Value: -1}})},
+		{bson.D{}, options.Find()}, // in natural order: no sort of a collection that may have no index for it
+	} {
+		cur, err := c.coll.Find(ctx, q.filter, q.opts.SetLimit(sampleSize))
+		if err == nil {
+			err = cur.All(ctx, &docs)
+		}
+		if err != nil || len(docs) > 0 {
+			return a.sessionsOf(c, docs, wrap("sample the documents of "+c.name(), err))
+		}
+	}
+	return nil, nil
+}
+
+// sessionsOf returns the sessions among docs, sampled from c, unless err.
+func (a *app) sessionsOf(c *conn, docs []bson.Raw, err error) ([]bson.Raw, error) {
+	var sessions []bson.Raw
+	for _, doc := range docs {
+		if setup.IsSessionDocument(doc) {
+			sessions = append(sessions, doc)
+		}
+	}
+	switch {
+	case err != nil:
+		return nil, err
+	case len(sessions) == 0:
+		elems, _ := docs[0].Elements()
+		var names []string
+		for _, e := range elems[:min(len(elems), 8)] {
+			names = append(names, e.Key())
+		}
+		return nil, fmt.Errorf("%s does not hold mongostore sessions: none of the %s sampled has the fields of a session (v, rev, data, "+
+			"mac, …); the first has %s: check DB_NAME or -db, and SESSION_COLLECTION or -collection",
+			c.name(), plural(len(docs), "document"), strings.Join(names, ", "))
+	case len(sessions) < len(docs):
+		fmt.Fprintf(a.stderr, "mongostore-admin: warning: %d of the %d documents sampled from %s are not sessions\n",
+			len(docs)-len(sessions), len(docs), c.name())
+	}
+	return sessions, nil
+}
+
+// checkKeys fails if store, with SESSION_KEY's keys, reads none of
+// sessions, sampled from c; done says what the command did then.
+func (a *app) checkKeys(store *mongostore.Store, c *conn, sessions []bson.Raw, done string) error {
+	var first error
+	for _, doc := range sessions {
+		err := store.CheckDocument(doc)
+		if err == nil {
+			return nil
+		}
+		first = cmp.Or(first, err)
+	}
+	if first == nil {
+		return nil
+	}
+	names := map[bool]string{false: "SESSION_KEY", true: "SESSION_KEY and SESSION_BLOCK_KEY"}[a.getenv("SESSION_BLOCK_KEY") != ""]
+	return fmt.Errorf("the keys of %s do not match the application's: none of the %s sampled from %s "+
+		"can be read with them (%v); %s", names, plural(len(sessions), "session"), c.name(), first, done)
 }

@@ -9,9 +9,10 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strings"
+	"strconv"
 	"time"
 
+	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -23,37 +24,31 @@ var statsCommand = command{
 	usage:   "[-sample n] [-exact] [-json] [-db name] [-collection name]",
 	help: `
 Counts the collection's sessions, live and expired but not yet deleted, and
-says how long ago the oldest expired one expired: how far the TTL monitor or
-the GC lags. Says which expiry mode the indexes imply (TTL, GC, none) and
+says how long ago the oldest expired one expired (how far the TTL monitor
+or the GC lags), which expiry mode the indexes imply (TTL, GC, none) and
 whether they are what the store expects, and the percentiles of the
-documents' BSON size, from a random sample.
-
-It reads indexes and metadata, not every document: the number of documents
-comes from the collection's metadata, the expired ones are counted on the
-expiresAt index, and live is the difference. -exact counts the live ones
-too, on the index (each live session is read: slower on a large
-collection). Needs no SESSION_KEY.`,
+documents' BSON size, from a random sample. It reads indexes and metadata,
+not every document: the expired sessions are counted on the expiresAt
+index, the documents taken from the collection's metadata, and live is the
+difference, unless -exact counts them too (slower on a large collection).
+Fails on a collection that holds no sessions. Needs no SESSION_KEY.`,
 	flags: func(fs *flag.FlagSet) body {
 		var o statsOptions
 		fs.IntVar(&o.sample, "sample", 1000, "documents to sample for sizes (0: none)")
 		fs.BoolVar(&o.exact, "exact", false, "count live sessions and documents exactly, on the index (slower)")
 		fs.BoolVar(&o.json, "json", false, "print the report as JSON")
-		return body{
-			validate: func() error {
-				if o.sample < 0 {
-					return usagef("-sample %d: must be 0 or more", o.sample)
-				}
-				return nil
-			},
-			run: func(ctx context.Context, a *app, c *conn) error { return a.stats(ctx, c, o) },
-		}
+		return body{run: func(ctx context.Context, a *app, c *conn) error { return a.stats(ctx, c, o) }, validate: func() error {
+			if o.sample < 0 {
+				return usagef("-sample %d: must be 0 or more", o.sample)
+			}
+			return nil
+		}}
 	},
 }
 
 type statsOptions struct {
-	sample int
-	exact  bool
-	json   bool
+	sample      int
+	exact, json bool
 }
 
 // statsReport is what stats prints.
@@ -61,348 +56,239 @@ type statsReport struct {
 	Collection string     `json:"collection"`
 	Server     serverInfo `json:"server"`
 	Time       time.Time  `json:"time"`
-	// Documents is the number of documents: estimated from the
-	// collection's metadata unless Exact.
-	Documents int64 `json:"documents"`
-	// Live is the number of live sessions: Documents less Expired unless
-	// Exact.
-	Live  int64 `json:"live"`
-	Exact bool  `json:"exact"`
-	// Expired counts the documents expired but not deleted yet.
-	Expired int64 `json:"expired"`
-	// OldestExpired is the expiresAt of the oldest of them, and Lag how
-	// long ago that was.
-	OldestExpired *time.Time  `json:"oldestExpired,omitempty"`
-	LagSeconds    float64     `json:"lagSeconds"`
-	Indexes       indexReport `json:"indexes"`
-	Sizes         *sizeReport `json:"sizes,omitempty"`
+	Documents  int64      `json:"documents"` // estimated from the collection's metadata unless Exact
+	Live       int64      `json:"live"`      // Documents less Expired unless Exact
+	Exact      bool       `json:"exact"`
+	Expired    int64      `json:"expired"` // expired, not deleted yet
+	// OldestExpired is the expiresAt of the oldest expired document, and
+	// LagSeconds how long ago that was.
+	OldestExpired *time.Time   `json:"oldestExpired,omitempty"`
+	LagSeconds    float64      `json:"lagSeconds"`
+	Indexes       setup.Review `json:"indexes"`
+	Sizes         *sizeReport  `json:"sizes,omitempty"`
 }
 
-// sizeReport summarizes the BSON sizes of sampled documents, in bytes.
+// sizeReport summarizes the BSON sizes of sampled documents, in bytes:
+// Method says how they were sampled, Random whether at random.
 type sizeReport struct {
-	// Method says how the documents were sampled.
 	Method string `json:"method"`
-	// Random says the sample is random.
-	Random bool  `json:"random"`
-	Count  int   `json:"count"`
-	P50    int64 `json:"p50"`
-	P90    int64 `json:"p90"`
-	P99    int64 `json:"p99"`
-	Max    int64 `json:"max"`
-	Mean   int64 `json:"mean"`
+	Random bool   `json:"random"`
+	Count  int    `json:"count"`
+	P50    int64  `json:"p50"`
+	P90    int64  `json:"p90"`
+	P99    int64  `json:"p99"`
+	Max    int64  `json:"max"`
+	Mean   int64  `json:"mean"`
 }
 
 func (a *app) stats(ctx context.Context, c *conn, o statsOptions) error {
-	if err := c.requireCollection(ctx); err != nil {
+	if _, err := a.sessionSample(ctx, c); err != nil {
 		return err
 	}
-	r := statsReport{Collection: c.name(), Exact: o.exact}
-	var err error
-	if r.Server, err = getServerInfo(ctx, c.coll.Database()); err != nil {
+	info, err := getServerInfo(ctx, c.coll.Database())
+	if err != nil {
 		return err
 	}
 	indexes, err := listIndexes(ctx, c.coll)
 	if err != nil {
 		return err
 	}
-	r.Indexes = analyzeIndexes(indexes, r.Server.Kind)
 	now := time.Now().Truncate(time.Millisecond)
-	r.Time = now.UTC()
-	withIndex := func(what string) string {
-		if r.Indexes.ExpiresAt == nil {
-			return what + " (no index on expiresAt: a collection scan)"
-		}
-		return what + " (on " + r.Indexes.ExpiresAt.Name + ")"
-	}
-
-	done := step(a.stderr, a.progressAfter, "stats", withIndex("counting expired sessions"))
-	r.Expired, r.OldestExpired, err = countExpired(ctx, c.coll, now)
-	done()
-	if err != nil {
+	r := statsReport{Collection: c.name(), Server: info, Time: now.UTC(), Exact: o.exact, Indexes: setup.ReviewIndexes(indexes, info.Kind)}
+	if err := a.count(ctx, c.coll, &r, now); err != nil {
 		return err
 	}
-	if r.OldestExpired != nil {
-		r.LagSeconds = now.Sub(*r.OldestExpired).Seconds()
-	}
-
-	if o.exact {
-		done = step(a.stderr, a.progressAfter, "stats", withIndex("counting live sessions"))
-		r.Live, err = c.coll.CountDocuments(ctx, liveFilter(now))
-		done()
-		if err != nil {
-			return fmt.Errorf("count live sessions: %w", err)
-		}
-		done = step(a.stderr, a.progressAfter, "stats", "counting documents")
-		r.Documents, err = c.coll.CountDocuments(ctx, bson.D{})
-		done()
-		if err != nil {
-			return fmt.Errorf("count documents: %w", err)
-		}
-	} else {
-		r.Documents, err = c.coll.EstimatedDocumentCount(ctx)
-		if err != nil {
-			return fmt.Errorf("estimated document count: %w", err)
-		}
-		r.Live = max(0, r.Documents-r.Expired)
-	}
-
 	if o.sample > 0 {
-		done = step(a.stderr, a.progressAfter, "stats", fmt.Sprintf("sampling %d documents for their sizes", o.sample))
+		done := step(a.stderr, a.progressAfter, "stats", fmt.Sprintf("sampling %d documents for their sizes", o.sample))
 		r.Sizes, err = sampleSizes(ctx, c.coll, o.sample)
-		done()
-		if err != nil {
+		if done(); err != nil {
 			return err
 		}
 	}
-
 	if o.json {
-		enc := json.NewEncoder(a.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
+		return printJSON(a.stdout, r)
 	}
 	r.print(a.stdout, c.server)
 	return nil
 }
 
-func liveFilter(now time.Time) bson.D {
-	return bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(now)}}}}
+// printJSON writes v to w as indented JSON.
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
-func expiredFilter(now time.Time) bson.D {
-	return bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bson.NewDateTimeFromTime(now)}}}}
-}
-
-// countExpired counts the documents expired at now (the filter of a GC
-// sweep: a range of the expiresAt index) and finds the oldest expiresAt
-// among them, in one aggregation; or, where the server refuses it, a count
-// and a sorted find.
-func countExpired(ctx context.Context, coll *mongo.Collection, now time.Time) (int64, *time.Time, error) {
-	pipeline := mongo.Pipeline{
-		{{Key: "$match", Value: expiredFilter(now)}},
-		{{Key: "$group", Value: bson.D{
-			{Key: "_id", Value: nil},
-			{Key: "n", Value: bson.D{{Key: "$sum", Value: 1}}},
-			{Key: "oldest", Value: bson.D{{Key: "$min", Value: "$" + fieldExpiresAt}}},
-		}}},
-	}
-	cur, err := coll.Aggregate(ctx, pipeline)
-	if err == nil {
-		var out []bson.Raw
-		if err = cur.All(ctx, &out); err == nil {
-			if len(out) == 0 {
-				return 0, nil, nil
+// step shows on w that label is under way after it has run for after, and
+// every after, until done (which returns once nothing more is written).
+func step(w io.Writer, after time.Duration, command, label string) (done func()) {
+	start, stop, shown := time.Now(), make(chan struct{}), make(chan bool)
+	go func() {
+		tick := time.Tick(after)
+		for ticked := false; ; ticked = true {
+			select {
+			case <-stop:
+				shown <- ticked
+				return
+			case <-tick:
+				fmt.Fprintf(w, "mongostore-admin %s: %s… %s\n", command, label, time.Since(start).Round(time.Second))
 			}
-			n, _ := out[0].Lookup("n").AsInt64OK()
-			if ms, ok := out[0].Lookup("oldest").DateTimeOK(); ok {
-				t := time.UnixMilli(ms).UTC()
-				return n, &t, nil
-			}
-			return n, nil, nil
+		}
+	}()
+	return func() {
+		if close(stop); <-shown {
+			fmt.Fprintf(w, "mongostore-admin %s: %s: done in %s\n", command, label, time.Since(start).Round(100*time.Millisecond))
 		}
 	}
-	if !serverError(err) {
-		return 0, nil, fmt.Errorf("count expired sessions: %w", err)
+}
+
+// count counts the documents of coll, live and expired at now, into r.
+func (a *app) count(ctx context.Context, coll *mongo.Collection, r *statsReport, now time.Time) (err error) {
+	on := " (no index on expiresAt: a collection scan)"
+	if r.Indexes.ExpiresAt != nil {
+		on = " (on " + r.Indexes.ExpiresAt.Name + ")"
 	}
-	// A server without $group or $min: two queries.
-	n, err := coll.CountDocuments(ctx, expiredFilter(now))
+	defer step(a.stderr, a.progressAfter, "stats", "counting sessions"+on)()
+	if r.Expired, r.OldestExpired, err = countExpired(ctx, coll, now); err != nil {
+		return err
+	}
+	if r.OldestExpired != nil {
+		r.LagSeconds = now.Sub(*r.OldestExpired).Seconds()
+	}
+	if !r.Exact {
+		r.Documents, err = coll.EstimatedDocumentCount(ctx)
+		r.Live = max(0, r.Documents-r.Expired)
+		return wrap("estimated document count", err)
+	}
+	if r.Live, err = coll.CountDocuments(ctx, expiresAt("$gt", now)); err != nil {
+		return fmt.Errorf("count live sessions: %w", err)
+	}
+	r.Documents, err = coll.CountDocuments(ctx, bson.D{})
+	return wrap("count documents", err)
+}
+
+// wrap returns err, if not nil, after what was done.
+func wrap(what string, err error) error {
 	if err != nil {
-		return 0, nil, fmt.Errorf("count expired sessions: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
-	if n == 0 {
-		return 0, nil, nil
+	return nil
+}
+
+// expiresAt returns the filter {expiresAt: {op: t}}.
+func expiresAt(op string, t time.Time) bson.D {
+	return bson.D{{Key: setup.FieldExpiresAt, Value: bson.D{{Key: op, Value: bson.NewDateTimeFromTime(t)}}}}
+}
+
+// countExpired counts the documents expired at now (a GC sweep's filter:
+// a range of the expiresAt index) and finds the oldest (its first entry).
+func countExpired(ctx context.Context, coll *mongo.Collection, now time.Time) (int64, *time.Time, error) {
+	n, err := coll.CountDocuments(ctx, expiresAt("$lte", now))
+	if err != nil || n == 0 {
+		return 0, nil, wrap("count expired sessions", err)
 	}
-	raw, err := coll.FindOne(ctx, expiredFilter(now), options.FindOne().
-		SetSort(bson.D{{Key: fieldExpiresAt, Value: 1}}).
-		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: fieldExpiresAt, Value: 1}})).Raw()
-	if errors.Is(err, mongo.ErrNoDocuments) {
+	raw, err := coll.FindOne(ctx, expiresAt("$lte", now), options.FindOne().SetSort(bson.D{{Key: setup.FieldExpiresAt, Value: 1}}).
+		SetProjection(bson.D{{Key: "_id", Value: 0}, {Key: setup.FieldExpiresAt, Value: 1}})).Raw()
+	if errors.Is(err, mongo.ErrNoDocuments) { // deleted meanwhile
 		return n, nil, nil
 	}
-	if err != nil {
-		return n, nil, fmt.Errorf("find the oldest expired session: %w", err)
+	ms, ok := raw.Lookup(setup.FieldExpiresAt).DateTimeOK()
+	if err != nil || !ok {
+		return n, nil, wrap("find the oldest expired session", err)
 	}
-	if ms, ok := raw.Lookup(fieldExpiresAt).DateTimeOK(); ok {
-		t := time.UnixMilli(ms).UTC()
-		return n, &t, nil
-	}
-	return n, nil, nil
+	t := time.UnixMilli(ms).UTC()
+	return n, &t, nil
 }
 
-// sampleSizes measures the BSON size of n documents: a random sample
-// ($sample) whose sizes the server computes ($bsonSize, MongoDB 4.4+), or
-// measured here where it has no $bsonSize; where it has no $sample either
-// (FerretDB v1), the first n documents in natural order, which is no
-// random sample.
+// sampleSizes measures the BSON size of n documents: a random sample, or
+// where the server has no $sample (FerretDB v1) the first n.
 func sampleSizes(ctx context.Context, coll *mongo.Collection, n int) (*sizeReport, error) {
-	sample := bson.D{{Key: "$sample", Value: bson.D{{Key: "size", Value: n}}}}
-	tries := []struct {
-		method string
-		random bool
-		read   func() (*mongo.Cursor, error)
-		size   func(bson.Raw) (int64, bool)
-	}{
-		{"$sample, sizes by $bsonSize", true, func() (*mongo.Cursor, error) {
-			return coll.Aggregate(ctx, mongo.Pipeline{sample, {{Key: "$project", Value: bson.D{
-				{Key: "_id", Value: 0}, {Key: "s", Value: bson.D{{Key: "$bsonSize", Value: "$$ROOT"}}}}}}})
-		}, func(doc bson.Raw) (int64, bool) { return doc.Lookup("s").AsInt64OK() }},
-		{"$sample, sizes measured here", true, func() (*mongo.Cursor, error) {
-			return coll.Aggregate(ctx, mongo.Pipeline{sample})
-		}, func(doc bson.Raw) (int64, bool) { return int64(len(doc)), true }},
-		{"the first documents in natural order (the server has no $sample): not a random sample", false, func() (*mongo.Cursor, error) {
-			return coll.Find(ctx, bson.D{}, options.Find().SetLimit(int64(n)))
-		}, func(doc bson.Raw) (int64, bool) { return int64(len(doc)), true }},
+	r := &sizeReport{Method: "$sample", Random: true}
+	cur, err := coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$sample", Value: bson.D{{Key: "size", Value: n}}}}})
+	if setup.IsAnswer(err) {
+		r.Method, r.Random = "the first documents in natural order (the server has no $sample): not a random sample", false
+		cur, err = coll.Find(ctx, bson.D{}, options.Find().SetLimit(int64(n)))
 	}
-	var errs []error
-	for _, try := range tries {
-		sizes, err := readSizes(ctx, try.read, try.size)
-		if err == nil {
-			return summarizeSizes(sizes, try.method, try.random), nil
-		}
-		errs = append(errs, err)
-		if !serverError(err) {
-			break
-		}
-	}
-	return nil, fmt.Errorf("sample document sizes: %w", errors.Join(errs...))
-}
-
-func readSizes(ctx context.Context, read func() (*mongo.Cursor, error), size func(bson.Raw) (int64, bool)) ([]int64, error) {
-	cur, err := read()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("sample document sizes: %w", err)
 	}
 	defer cur.Close(ctx)
 	var sizes []int64
 	for cur.Next(ctx) {
-		s, ok := size(cur.Current)
-		if !ok {
-			return nil, errors.New("a sampled document has no size")
-		}
-		sizes = append(sizes, s)
+		sizes = append(sizes, int64(len(cur.Current)))
 	}
-	return sizes, cur.Err()
+	r.summarize(sizes)
+	return r, wrap("sample document sizes", cur.Err())
 }
 
-// summarizeSizes returns the percentiles of sizes (nearest rank).
-func summarizeSizes(sizes []int64, method string, random bool) *sizeReport {
-	r := &sizeReport{Method: method, Random: random, Count: len(sizes)}
-	if len(sizes) == 0 {
-		return r
+// summarize sets the count and percentiles (nearest rank) of sizes.
+func (r *sizeReport) summarize(sizes []int64) {
+	if r.Count = len(sizes); r.Count == 0 {
+		return
 	}
 	slices.Sort(sizes)
-	rank := func(p float64) int64 {
-		i := int(math.Ceil(p*float64(len(sizes)))) - 1
-		return sizes[min(max(i, 0), len(sizes)-1)]
-	}
+	rank := func(p float64) int64 { return sizes[max(int(math.Ceil(p*float64(len(sizes))))-1, 0)] }
 	var sum int64
 	for _, s := range sizes {
 		sum += s
 	}
 	r.P50, r.P90, r.P99, r.Max, r.Mean = rank(0.50), rank(0.90), rank(0.99), sizes[len(sizes)-1], sum/int64(len(sizes))
-	return r
 }
 
 // print writes the report for people.
 func (r *statsReport) print(w io.Writer, server string) {
-	line := func(label, format string, args ...any) {
-		fmt.Fprintf(w, "%-11s %s\n", label, fmt.Sprintf(format, args...))
-	}
-	more := func(format string, args ...any) { line("", format, args...) }
-	line("collection", "%s on %s", r.Collection, server)
-	line("server", "%s", r.Server)
-	line("time", "%s", r.Time.Format(time.RFC3339))
+	p := report{w, 11}
+	p.line("collection", "%s on %s", r.Collection, server)
+	p.line("server", "%s", r.Server)
+	p.line("time", "%s", r.Time.Format(time.RFC3339))
 	onIndex := "counted on the expiresAt index"
 	if r.Indexes.ExpiresAt == nil {
 		onIndex = "counted by a collection scan: no index on expiresAt"
 	}
 	if r.Exact {
-		line("documents", "%s", count(r.Documents))
-		line("live", "%s (%s)", count(r.Live), onIndex)
+		p.line("documents", "%s", count(r.Documents))
+		p.line("live", "%s (%s)", count(r.Live), onIndex)
 	} else {
-		line("documents", "%s (estimated, from the collection's metadata)", count(r.Documents))
-		line("live", "about %s (documents less expired; -exact counts them)", count(r.Live))
+		p.line("documents", "%s (estimated, from the collection's metadata)", count(r.Documents))
+		p.line("live", "about %s (documents less expired; -exact counts them)", count(r.Live))
 	}
-	line("expired", "%s not deleted yet (%s)", count(r.Expired), onIndex)
+	p.line("expired", "%s not deleted yet (%s)", count(r.Expired), onIndex)
 	if r.OldestExpired != nil {
-		more("the oldest expired %s ago, at %s", age(time.Duration(r.LagSeconds*float64(time.Second))), r.OldestExpired.Format(time.RFC3339))
-		more("%s", r.lagVerdict())
+		p.more("the oldest expired %s ago, at %s", age(time.Duration(r.LagSeconds*float64(time.Second))), r.OldestExpired.Format(time.RFC3339))
+		p.more("%s", r.lagVerdict())
 	}
-	line("expiry", "%s", modeName(r.Indexes.Mode))
-	for _, n := range r.Indexes.Notes {
-		more("%s", n)
-	}
-	for i, idx := range r.Indexes.Indexes {
-		label := ""
-		if i == 0 {
-			label = "indexes"
-		}
-		line(label, "%s %s", idx.Name, idx.describe())
-	}
-	if len(r.Indexes.Problems) == 0 {
-		more("as the store expects")
-	}
-	for _, p := range r.Indexes.Problems {
-		more("warning: %s", p)
-	}
-	if s := r.Sizes; s != nil {
-		if s.Count == 0 {
-			line("sizes", "no documents to sample")
-		} else {
-			kind := "a random sample"
-			if !s.Random {
-				kind = "a sample"
-			}
-			line("sizes", "BSON document size, %s of %s documents (%s):", kind, count(int64(s.Count)), s.Method)
-			more("p50 %s, p90 %s, p99 %s, max %s, mean %s", bytesize(s.P50), bytesize(s.P90), bytesize(s.P99), bytesize(s.Max), bytesize(s.Mean))
-		}
+	printIndexes(p, r.Indexes)
+	if s := r.Sizes; s != nil && s.Count == 0 {
+		p.line("sizes", "no documents to sample")
+	} else if s != nil {
+		kind := map[bool]string{true: "a random sample", false: "a sample"}[s.Random]
+		p.line("sizes", "BSON document size, %s of %s documents (%s):", kind, count(int64(s.Count)), s.Method)
+		p.more("p50 %s, p90 %s, p99 %s, max %s, mean %s", bytesize(s.P50), bytesize(s.P90), bytesize(s.P99), bytesize(s.Max), bytesize(s.Mean))
 	}
 }
 
-// lagVerdict says what the age of the oldest expired session means in the
-// expiry mode the indexes imply.
+// lagVerdict says what the oldest expired session's age means in the indexes' expiry mode.
 func (r *statsReport) lagVerdict() string {
-	lag := time.Duration(r.LagSeconds * float64(time.Second))
-	switch r.Indexes.Mode {
-	case modeTTL:
-		if lag <= 3*time.Minute {
-			return "the TTL monitor runs about once a minute: it is keeping up"
-		}
+	switch late := r.LagSeconds > 3*60; {
+	case r.Indexes.Mode == setup.ModeTTL && late:
 		return "the TTL monitor runs about once a minute: its deletes are behind (a busy server, or TTL disabled: ttlMonitorEnabled)"
-	case modeGC:
-		if lag <= 3*time.Minute {
-			return "the GC sweeps (every GCInterval, 1 minute by default) are keeping up"
-		}
+	case r.Indexes.Mode == setup.ModeTTL:
+		return "the TTL monitor runs about once a minute: it is keeping up"
+	case r.Indexes.Mode == setup.ModeGC && late:
 		return "no GC sweep has deleted them: is a store running in GC mode (or a DeleteExpired job)? Sweeps run every GCInterval, 1 minute by default"
+	case r.Indexes.Mode == setup.ModeGC:
+		return "the GC sweeps (every GCInterval, 1 minute by default) are keeping up"
 	}
 	return "nothing deletes them but a DeleteExpired job, and without an index on expiresAt each of its runs scans the collection"
 }
 
-// modeName describes an expiry mode.
-func modeName(mode string) string {
-	switch mode {
-	case modeTTL:
-		return "TTL (a TTL index on expiresAt)"
-	case modeGC:
-		return "GC (a plain index on expiresAt: the store's GC goroutine or a DeleteExpired job deletes expired sessions)"
-	}
-	return "none (no index on expiresAt)"
-}
-
 // count formats n with thousands separators: 1,000,000.
 func count(n int64) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
 	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
+	return s
 }
 
 // bytesize formats a size in bytes: 312 B, 4.1 KiB, 1.5 MiB.
@@ -418,8 +304,7 @@ func bytesize(n int64) string {
 
 // age formats a duration for people: 42s, 5m12s, 3h04m, 2d05h.
 func age(d time.Duration) string {
-	d = d.Round(time.Second)
-	switch {
+	switch d = d.Round(time.Second); {
 	case d < time.Minute:
 		return d.String()
 	case d < time.Hour:
@@ -428,4 +313,51 @@ func age(d time.Duration) string {
 		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
 	}
 	return fmt.Sprintf("%dd%02dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// listIndexes returns the collection's indexes; none if it does not exist.
+func listIndexes(ctx context.Context, coll *mongo.Collection) ([]setup.Index, error) {
+	cur, err := coll.Indexes().List(ctx)
+	if setup.HasCode(err, setup.CodeNamespaceNotFound) {
+		return nil, nil
+	}
+	var specs []bson.Raw
+	if err == nil {
+		err = cur.All(ctx, &specs)
+	}
+	return setup.ParseIndexes(specs), wrap("list the indexes of "+coll.Name(), err)
+}
+
+// printIndexes writes what r says of the mode and the indexes.
+func printIndexes(p report, r setup.Review) {
+	p.line("expiry", "%s", map[string]string{
+		setup.ModeTTL:  "TTL (a TTL index on expiresAt)",
+		setup.ModeGC:   "GC (a plain index on expiresAt: the store's GC goroutine or a DeleteExpired job deletes expired sessions)",
+		setup.ModeNone: "none (no index on expiresAt)",
+	}[r.Mode])
+	for _, n := range r.Notes {
+		p.more("%s", n)
+	}
+	for i, idx := range r.Indexes {
+		p.line(map[bool]string{true: "indexes"}[i == 0], "%s %s", idx.Name, describeIndex(idx))
+	}
+	for _, problem := range r.Problems {
+		p.more("warning: %s", problem)
+	}
+	p.more("%s", map[bool]string{true: "as the store expects", false: "'mongostore-admin check' says what NewStore would do about them"}[len(r.Problems) == 0])
+}
+
+// describeIndex says in a few words what idx is.
+func describeIndex(idx setup.Index) string {
+	s := idx.Key
+	if idx.TTL != nil {
+		s += fmt.Sprintf(", TTL expireAfterSeconds %d", *idx.TTL)
+	}
+	if idx.Partial {
+		s += ", partial"
+	}
+	if idx.Sparse {
+		s += ", sparse"
+	}
+	return s
 }

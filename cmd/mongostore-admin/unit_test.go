@@ -1,156 +1,59 @@
 package main
 
 import (
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"go.mongodb.org/mongo-driver/v2/bson"
+	"github.com/mongostore/mongostore/internal/setup"
 )
 
-// Explain outputs of each server, cut down to what readPlan reads.
-var explains = []struct {
-	name    string
-	explain string
-	indexes []string
-	scan    bool
-	text    string
-}{
-	{"MongoDB IDHACK", `{"queryPlanner": {"winningPlan": {"stage": "IDHACK"}, "rejectedPlans": []}}`,
-		[]string{"_id_"}, false, "index _id_ (IDHACK)"},
-	{"MongoDB 8 express", `{"queryPlanner": {"winningPlan": {"isCached": false, "stage": "EXPRESS_IXSCAN", "keyPattern": "{ _id: 1 }", "indexName": "_id_"}}}`,
-		[]string{"_id_"}, false, "index _id_ (EXPRESS_IXSCAN)"},
-	{"MongoDB IXSCAN under FETCH", `{"queryPlanner": {"winningPlan": {"stage": "FETCH", "inputStage": {"stage": "IXSCAN", "keyPattern": {"owner": 1}, "indexName": "owner_1"}},
-		"rejectedPlans": [{"stage": "COLLSCAN"}]}}`, []string{"owner_1"}, false, "index owner_1 (IXSCAN)"},
-	{"MongoDB SBE", `{"queryPlanner": {"winningPlan": {"queryPlan": {"stage": "FETCH", "inputStage": {"stage": "IXSCAN", "indexName": "expiresAt_1"}}, "slotBasedPlan": {"stages": "[1] ixseek"}}}}`,
-		[]string{"expiresAt_1"}, false, "index expiresAt_1 (IXSCAN)"},
-	{"MongoDB COLLSCAN", `{"queryPlanner": {"winningPlan": {"stage": "COLLSCAN", "filter": {"owner": {"$eq": "x"}}}}}`,
-		nil, true, "collection scan (COLLSCAN)"},
-	{"mongos", `{"queryPlanner": {"winningPlan": {"stage": "SHARD_MERGE", "shards": [
-		{"shardName": "a", "winningPlan": {"stage": "FETCH", "inputStage": {"stage": "IXSCAN", "indexName": "owner_1"}}},
-		{"shardName": "b", "winningPlan": {"stage": "FETCH", "inputStage": {"stage": "IXSCAN", "indexName": "owner_1"}}}]}}}`,
-		[]string{"owner_1"}, false, "index owner_1 (IXSCAN)"},
-	{"MongoDB no collection", `{"queryPlanner": {"winningPlan": {"stage": "EOF"}}}`, nil, false, "nothing to read (EOF: the collection does not exist)"},
-	{"DocumentDB Index Scan", `{"queryPlanner": {"Plan": {"Node Type": "Index Scan", "Index Name": "_id_", "Relation Name": "documents_5193"}}}`,
-		[]string{"_id_"}, false, "index _id_ (Index Scan)"},
-	{"DocumentDB bitmap", `{"queryPlanner": {"Plan": {"Node Type": "Bitmap Heap Scan", "Plans": [{"Node Type": "Bitmap Index Scan", "Index Name": "owner_1"}]}}}`,
-		[]string{"owner_1"}, false, "index owner_1 (Bitmap Index Scan)"},
-	{"DocumentDB Seq Scan", `{"queryPlanner": {"Plan": {"Node Type": "Gather", "Plans": [{"Node Type": "Seq Scan", "Relation Name": "documents_5196"}]}}}`,
-		nil, true, "collection scan (Seq Scan)"},
-	{"FerretDB v1 _id", `{"queryPlanner": {"Plan": ["id=2 parent=0 notused=0 detail=SCAN s_f60c4582"]}, "filterPushdown": true}`,
-		nil, true, "collection scan (SQLite SCAN s_f60c4582), filter pushed down to SQLite"},
-	{"FerretDB v1 other", `{"queryPlanner": {"Plan": ["id=2 parent=0 notused=0 detail=SCAN s_f60c4582"]}, "filterPushdown": false}`,
-		nil, true, "collection scan (SQLite SCAN s_f60c4582)"},
-	{"SQLite index", `{"queryPlanner": {"Plan": ["id=3 parent=0 notused=0 detail=SEARCH s USING INDEX s__id_ (_id=?)"]}}`,
-		[]string{"s__id_"}, false, "index s__id_ (SQLite SEARCH s USING INDEX s__id_ (_id=?))"},
-}
-
-func TestReadPlan(t *testing.T) {
-	for _, tt := range explains {
-		t.Run(tt.name, func(t *testing.T) {
-			var raw bson.Raw
-			if err := bson.UnmarshalExtJSON([]byte(tt.explain), false, &raw); err != nil {
-				t.Fatal(err)
-			}
-			p := readPlan(raw)
-			if !reflect.DeepEqual(p.Indexes, tt.indexes) || p.Scan != tt.scan || p.String() != tt.text {
-				t.Errorf("readPlan = indexes %q, scan %v, %q; want %q, %v, %q", p.Indexes, p.Scan, p, tt.indexes, tt.scan, tt.text)
-			}
-		})
-	}
-}
-
-func TestAnalyzeIndexes(t *testing.T) {
-	spec := func(ext string) index {
-		var raw bson.Raw
-		if err := bson.UnmarshalExtJSON([]byte(ext), false, &raw); err != nil {
-			t.Fatal(err)
-		}
-		return parseIndex(raw)
-	}
-	id := spec(`{"v": 2, "key": {"_id": 1}, "name": "_id_"}`)
-	owner := spec(`{"v": 2, "key": {"owner": 1}, "name": "owner_1", "sparse": true}`)
-	ttl := spec(`{"v": 2, "key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 0}`)
-	plain := spec(`{"v": 2, "key": {"expiresAt": 1}, "name": "expiresAt_1"}`)
-	if !plain.plain || ttl.plain || !ttl.expiresAt || owner.expiresAt {
-		t.Errorf("plain %v, ttl %v: want the plain index only to be the store's own plain one", plain.plain, ttl.plain)
-	}
-	if got := ttl.describe(); got != "{expiresAt: 1}, TTL expireAfterSeconds 0" {
-		t.Errorf("describe = %q", got)
-	}
-	if got := spec(`{"v": 2, "key": {"_id": "hashed"}, "name": "_id_hashed"}`).Key; got != `{_id: "hashed"}` {
-		t.Errorf("hashed key = %q", got)
-	}
-	tests := []struct {
-		name     string
-		indexes  []index
-		mode     string
-		problems []string
-	}{
-		{"TTL", []index{id, ttl, owner}, modeTTL, nil},
-		{"GC", []index{id, plain, owner}, modeGC, nil},
-		{"TTL preferred", []index{id, spec(`{"key": {"expiresAt": -1}, "name": "e"}`), ttl, owner}, modeTTL, nil},
-		{"none", []index{id}, modeNone, []string{"no index on expiresAt", "no owner_1 index"}},
-		{"TTL of an hour", []index{id, spec(`{"key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 3600}`), owner},
-			modeTTL, []string{"expireAfterSeconds 3600, not 0"}},
-		{"owner not sparse", []index{id, ttl, spec(`{"key": {"owner": 1}, "name": "owner_1"}`)}, modeTTL, []string{"owner_1 is not sparse"}},
-		{"owner compound", []index{id, ttl, spec(`{"key": {"owner": 1, "expiresAt": 1}, "name": "owner_1"}`)}, modeTTL,
-			[]string{"owner_1 is {owner: 1, expiresAt: 1}, not {owner: 1}"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := analyzeIndexes(tt.indexes, kindMongoDB)
-			if r.Mode != tt.mode || len(r.Problems) != len(tt.problems) {
-				t.Fatalf("mode %s, problems %q; want %s, %d problems", r.Mode, r.Problems, tt.mode, len(tt.problems))
-			}
-			for i, p := range tt.problems {
-				if !strings.Contains(r.Problems[i], p) {
-					t.Errorf("problem %q does not say %q", r.Problems[i], p)
-				}
-			}
-		})
-	}
-}
-
-func TestPredictExpiry(t *testing.T) {
-	plain := index{Name: "expiresAt_1", expiresAt: true, ascending: true, plain: true}
-	other := index{Name: "exp", expiresAt: true, ascending: true}
-	hour := int64(3600)
-	ttlHour := index{Name: "expiresAt_1", expiresAt: true, ascending: true, TTL: &hour}
-	zero := int64(0)
-	ttl := index{Name: "expiresAt_1", expiresAt: true, ascending: true, TTL: &zero}
-	owner := index{Name: "owner_1"}
-	yes, refused, answered := probe{tried: true, ok: true}, probe{tried: true, refused: true, err: errTest}, probe{tried: true, err: errTest}
+// TestPredict checks what check says NewStore would do, for the indexes
+// and the server's answers to the trials.
+func TestPredict(t *testing.T) {
+	hour, zero := int64(3600), int64(0)
+	plain := setup.Index{Name: "expiresAt_1", Fields: []string{"expiresAt"}, Ascending: true, Plain: true}
+	other := setup.Index{Name: "exp", Fields: []string{"expiresAt"}, Ascending: true}
+	ttlHour := setup.Index{Name: "expiresAt_1", Fields: []string{"expiresAt"}, Ascending: true, TTL: &hour}
+	ttl := setup.Index{Name: "expiresAt_1", Fields: []string{"expiresAt"}, Ascending: true, TTL: &zero}
+	owner := setup.Index{Name: "owner_1"}
+	yes, refused, answered := probe{answer: setup.Accepted}, probe{answer: setup.Refused, err: errTest}, probe{answer: setup.Rejected, err: errTest}
 	documentDB := probes{ttl: yes, seconds: yes, toTTL: answered} // as MongoDB before 5.1
 	mongoDB := probes{ttl: yes, seconds: yes, toTTL: yes}
 	noTTL := probes{ttl: refused, toTTL: refused}
 	tests := []struct {
 		name          string
-		indexes       []index
+		indexes       []setup.Index
 		probes        probes
 		verdict, fail string
 	}{
 		{"new, TTL", nil, documentDB, "TTL: NewStore creates expiresAt_1", ""},
 		{"new, no TTL", nil, noTTL, "GC:", ""},
 		{"new, odd answer", nil, probes{ttl: answered, toTTL: answered}, "NewStore would fail", "NewStore would fail"},
-		{"TTL already", []index{ttl, owner}, documentDB, "TTL: expiresAt_1 is already", ""},
-		{"collMod", []index{plain, owner}, mongoDB, "TTL: NewStore turns expiresAt_1 into", ""},
-		{"no collMod command", []index{other}, noTTL, "GC:", ""},
-		{"own plain, collMod refused", []index{plain}, documentDB, "TTL: NewStore drops its own plain index", ""},
-		{"own plain, no TTL", []index{plain}, probes{ttl: refused, toTTL: answered}, "GC:", ""},
-		{"other plain, collMod refused", []index{other}, documentDB, "NewStore would fail (ErrInvalidConfig): index exp", "dropIndex(\"exp\")"},
-		{"TTL of an hour", []index{ttlHour}, documentDB, "TTL: NewStore changes the expireAfterSeconds of expiresAt_1 from 3600 to 0", ""},
-		{"TTL of an hour, collMod refused", []index{ttlHour}, probes{ttl: yes, seconds: answered, toTTL: answered},
-			"NewStore would fail (ErrInvalidConfig): index expiresAt_1 on expiresAt has expireAfterSeconds 3600", "would fail"},
+		{"TTL already", []setup.Index{ttl, owner}, documentDB, "TTL: expiresAt_1 is already", ""},
+		{"collMod", []setup.Index{plain, owner}, mongoDB, "TTL: NewStore turns expiresAt_1 into", ""},
+		{"no collMod command", []setup.Index{other}, noTTL, "GC:", ""},
+		{"own plain, collMod refused", []setup.Index{plain}, documentDB, "TTL: NewStore drops its own plain index", ""},
+		{"own plain, no TTL", []setup.Index{plain}, probes{ttl: refused, toTTL: answered}, "GC:", ""},
+		{"other plain, collMod refused", []setup.Index{other}, documentDB, "NewStore would fail (ErrInvalidConfig): index \"exp\"", "dropIndex(\"exp\")"},
+		{"TTL of an hour", []setup.Index{ttlHour}, documentDB, "TTL: NewStore changes the expireAfterSeconds of expiresAt_1 from 3600 to 0", ""},
+		{"TTL of an hour, collMod refused", []setup.Index{ttlHour}, probes{ttl: yes, seconds: answered, toTTL: answered},
+			"NewStore would fail (ErrInvalidConfig): index \"expiresAt_1\" on expiresAt has expireAfterSeconds 3600", "would fail"},
+		{"collMod not tried", []setup.Index{plain}, probes{ttl: yes}, "unknown: collMod could not be tried", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			verdict, fails := predictExpiry("sessions", tt.indexes, tt.probes)
+			verdict, fails := predict("sessions", tt.indexes, tt.probes)
 			if !strings.HasPrefix(verdict[0], tt.verdict) || (tt.fail == "") != (fails == "") || !strings.Contains(fails, tt.fail) {
-				t.Errorf("predictExpiry = %q, %q; want %q…, failing with %q", verdict, fails, tt.verdict, tt.fail)
+				t.Errorf("predict = %q, %q; want %q…, failing with %q", verdict, fails, tt.verdict, tt.fail)
 			}
 		})
+	}
+	// The store drops its own plain index, then the server refuses the TTL
+	// index: NewStore creates the plain index again, for the GC's sweeps.
+	verdict, _ := predict("sessions", []setup.Index{plain}, probes{ttl: refused, toTTL: answered})
+	if len(verdict) < 2 || !strings.Contains(verdict[1], "creates expiresAt_1 again, for the sweeps") {
+		t.Errorf("predict = %q, want the plain index created again", verdict)
 	}
 }
 
@@ -161,7 +64,7 @@ func (e testError) Error() string { return string(e) }
 const errTest = testError("refused")
 
 func TestFormats(t *testing.T) {
-	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1000179: "1,000,179", -12345: "-12,345"} {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1000179: "1,000,179", -12345: "-12,345", -123: "-123", -123456: "-123,456"} {
 		if got := count(n); got != want {
 			t.Errorf("count(%d) = %q, want %q", n, got, want)
 		}
@@ -176,9 +79,14 @@ func TestFormats(t *testing.T) {
 			t.Errorf("age(%v) = %q, want %q", d, got, want)
 		}
 	}
-	s := summarizeSizes([]int64{5, 1, 4, 2, 3, 6, 7, 8, 9, 10}, "m", true)
+	s := &sizeReport{}
+	s.summarize([]int64{5, 1, 4, 2, 3, 6, 7, 8, 9, 10})
 	if s.P50 != 5 || s.P90 != 9 || s.P99 != 10 || s.Max != 10 || s.Mean != 5 || s.Count != 10 {
 		t.Errorf("summarizeSizes = %+v", s)
+	}
+	zero := int64(0)
+	if got := describeIndex(setup.Index{Key: "{expiresAt: 1}", TTL: &zero, Sparse: true}); got != "{expiresAt: 1}, TTL expireAfterSeconds 0, sparse" {
+		t.Errorf("describeIndex = %q", got)
 	}
 	if got := printable("Firefox on Linux"); got != "Firefox on Linux" {
 		t.Errorf("printable = %q", got)
@@ -191,25 +99,6 @@ func TestFormats(t *testing.T) {
 	}
 	if got := shellQuote("it's me"); got != `'it'\''s me'` {
 		t.Errorf("shellQuote = %q", got)
-	}
-}
-
-func TestDescribeServer(t *testing.T) {
-	for uri, want := range map[string]string{
-		"mongodb://127.0.0.1:27499/":                               "127.0.0.1:27499",
-		"mongodb://user:p%40ss@db1:27017,db2:27017/app?w=majority": "db1:27017,db2:27017",
-		"mongodb+srv://u:p@cluster0.example.net/?retryWrites=true": "cluster0.example.net (DNS seed list)",
-		"mongodb://%2Ftmp%2Fmongodb-27017.sock":                    "/tmp/mongodb-27017.sock",
-		"postgres://x":                                             "the server in MONGODB_URI",
-	} {
-		if got := describeServer(uri); got != want {
-			t.Errorf("describeServer(%q) = %q, want %q", uri, got, want)
-		}
-	}
-	uri := "mongodb://admin:s3cr%40t@db:27017/?authSource=admin"
-	got := redact("error parsing "+uri+": auth with s3cr@t and s3cr%40t failed", uri)
-	if strings.Contains(got, "s3cr") || !strings.Contains(got, "db:27017") {
-		t.Errorf("redact = %q", got)
 	}
 }
 

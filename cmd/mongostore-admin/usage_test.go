@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -119,5 +120,30 @@ func TestStep(t *testing.T) {
 	step(&out, time.Minute, "stats", "counting")()
 	if out.Len() != 0 {
 		t.Errorf("a quick step showed progress: %s", out.String())
+	}
+}
+
+// TestVersion checks -version: the module's version, on standard output,
+// before anything is configured.
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"-version", "--version"} {
+		r := runCmd(t, map[string]string{"MONGODB_URI": ""}, arg)
+		if r.code != 0 || r.stderr != "" {
+			t.Errorf("%s: exit code %d, stderr %q; want 0, nothing", arg, r.code, r.stderr)
+		}
+		mustMatch(t, "stdout", r.stdout, `^mongostore-admin (\(devel\)|v\d+\.\d+\.\d+\S*)\n$`)
+	}
+	for _, tc := range []struct {
+		info *debug.BuildInfo
+		want string
+	}{
+		{nil, "(devel)"},
+		{&debug.BuildInfo{}, "(devel)"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "(devel)"}}, "(devel)"},
+		{&debug.BuildInfo{Main: debug.Module{Version: "v1.4.0"}}, "v1.4.0"},
+	} {
+		if got := moduleVersion(tc.info); got != tc.want {
+			t.Errorf("moduleVersion(%+v) = %q, want %q", tc.info, got, tc.want)
+		}
 	}
 }

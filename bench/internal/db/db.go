@@ -18,13 +18,14 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 
 	"github.com/mongostore/mongostore/embeddb"
+	"github.com/mongostore/mongostore/internal/connstr"
 )
 
 // Connect connects to uri, with monitor unless nil, and names the server ("MongoDB 8.0.4",
 // "FerretDB v2.5.0 (MongoDB 7.0.77)"); disconnect has a time bound of its own.
 func Connect(ctx context.Context, uri string, monitor *event.CommandMonitor) (client *mongo.Client, server string, disconnect func(context.Context) error, err error) {
 	if client, err = mongo.Connect(options.Client().ApplyURI(uri).SetMonitor(monitor)); err != nil {
-		return nil, "", nil, err
+		return nil, "", nil, errors.New(connstr.MaskParseError(err.Error(), uri)) // the driver's quotes parts of the URI
 	}
 	disconnect = func(ctx context.Context) error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

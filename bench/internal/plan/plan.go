@@ -1,4 +1,8 @@
-package main
+// Package plan reads the winning plan of an explain, whichever server
+// answered it: MongoDB, FerretDB v2 with DocumentDB (a PostgreSQL plan) or
+// FerretDB v1 (SQLite's plan lines). The scale benchmark says with it how
+// the server lists a user's sessions.
+package plan
 
 import (
 	"slices"
@@ -7,8 +11,8 @@ import (
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
-// plan is what an explain says about how the server reads a query.
-type plan struct {
+// Plan is what an explain says about how the server reads a query.
+type Plan struct {
 	// Indexes are the indexes the plan reads.
 	Indexes []string `json:"indexes,omitempty"`
 	// Stages are the stages that read the collection or an index: MongoDB's
@@ -22,12 +26,12 @@ type plan struct {
 	Pushdown *bool `json:"filterPushdown,omitempty"`
 }
 
-// readPlan reads the winning plan of an explain, whichever server
+// Read reads the winning plan of an explain, whichever server
 // answered it: MongoDB (queryPlanner.winningPlan, per shard through
 // mongos), FerretDB v2 with DocumentDB (a PostgreSQL plan) or FerretDB v1
 // (SQLite's plan lines).
-func readPlan(explain bson.Raw) plan {
-	var p plan
+func Read(explain bson.Raw) Plan {
+	var p Plan
 	if b, ok := explain.Lookup("filterPushdown").BooleanOK(); ok {
 		p.Pushdown = &b
 	}
@@ -43,7 +47,7 @@ func readPlan(explain bson.Raw) plan {
 // description of the chosen one.
 var skippedPlanFields = []string{"rejectedPlans", "slotBasedPlan", "command", "serverInfo", "parsedQuery"}
 
-func walkPlan(v bson.RawValue, p *plan) {
+func walkPlan(v bson.RawValue, p *Plan) {
 	switch v.Type {
 	case bson.TypeArray:
 		vals, _ := v.Array().Values()
@@ -71,7 +75,7 @@ func walkPlan(v bson.RawValue, p *plan) {
 	}
 }
 
-func (p *plan) add(stage, index string) {
+func (p *Plan) add(stage, index string) {
 	if !slices.Contains(p.Stages, stage) {
 		p.Stages = append(p.Stages, stage)
 	}
@@ -81,7 +85,7 @@ func (p *plan) add(stage, index string) {
 }
 
 // mongo records a stage of MongoDB's plan.
-func (p *plan) mongo(stage string, doc bson.Raw) {
+func (p *Plan) mongo(stage string, doc bson.Raw) {
 	switch {
 	case stage == "COLLSCAN":
 		p.Scan = true
@@ -102,7 +106,7 @@ func (p *plan) mongo(stage string, doc bson.Raw) {
 }
 
 // postgres records a node of DocumentDB's PostgreSQL plan.
-func (p *plan) postgres(node string, doc bson.Raw) {
+func (p *Plan) postgres(node string, doc bson.Raw) {
 	switch {
 	case node == "Seq Scan":
 		p.Scan = true
@@ -116,7 +120,7 @@ func (p *plan) postgres(node string, doc bson.Raw) {
 // sqlite records a line of FerretDB v1's SQLite plan, such as
 // "id=2 parent=0 notused=0 detail=SCAN s_f60c4582" or
 // "… detail=SEARCH t USING INDEX t__id_ (…)".
-func (p *plan) sqlite(line string) {
+func (p *Plan) sqlite(line string) {
 	_, detail, ok := strings.Cut(line, "detail=")
 	if !ok {
 		return
@@ -134,7 +138,7 @@ func (p *plan) sqlite(line string) {
 
 // String says how the plan reads: "index _id_ (IDHACK)", "collection scan
 // (COLLSCAN)".
-func (p plan) String() string {
+func (p Plan) String() string {
 	stages := strings.Join(p.Stages, ", ")
 	switch {
 	case len(p.Indexes) > 0 && !p.Scan:
@@ -153,6 +157,6 @@ func (p plan) String() string {
 	return "unknown (the explain output names no stage)"
 }
 
-// uses reports whether the plan reads the index name, and no whole
+// Uses reports whether the plan reads the index name, and no whole
 // collection.
-func (p plan) uses(name string) bool { return slices.Contains(p.Indexes, name) && !p.Scan }
+func (p Plan) Uses(name string) bool { return slices.Contains(p.Indexes, name) && !p.Scan }

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Bounds on the command's source: lines of its non-test files, and lines
+// of a function's body.
+const (
+	maxLines    = 1400
+	maxFuncBody = 50
+)
+
+// TestSourceSize checks the command's size: at most maxLines lines of
+// non-test Go, and no function with a body over maxFuncBody lines.
+func TestSourceSize(t *testing.T) {
+	files, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	total := 0
+	for _, name := range files {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		src, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += strings.Count(string(src), "\n")
+		f, err := parser.ParseFile(fset, name, src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
+				if n := fset.Position(fd.Body.Rbrace).Line - fset.Position(fd.Body.Lbrace).Line - 1; n > maxFuncBody {
+					t.Errorf("%s: %s has %d lines, more than %d", name, fd.Name.Name, n, maxFuncBody)
+				}
+			}
+		}
+	}
+	if total > maxLines {
+		t.Errorf("%d lines of non-test Go, more than %d", total, maxLines)
+	}
+}

@@ -1,0 +1,139 @@
+package setup
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// Index is an index specification, as listIndexes gives it.
+type Index struct {
+	Name   string `json:"name"`
+	Key    string `json:"key"` // as {field: direction, …}
+	TTL    *int64 `json:"expireAfterSeconds,omitempty"`
+	Sparse bool   `json:"sparse,omitempty"`
+	// Partial: it has a partialFilterExpression.
+	Partial bool `json:"partial,omitempty"`
+	// Fields are the key's fields, in order.
+	Fields []string `json:"-"`
+	// Ascending: a single ascending field.
+	Ascending bool `json:"-"`
+	// Plain: exactly what the store creates in GC mode, {expiresAt: 1}
+	// named expiresAt_1 without options, which it may replace by a TTL
+	// index. The store never drops another index.
+	Plain bool `json:"-"`
+}
+
+// On reports whether the index is a single-field one on field.
+func (idx Index) On(field string) bool { return len(idx.Fields) == 1 && idx.Fields[0] == field }
+
+// ParseIndexes reads index specifications.
+func ParseIndexes(specs []bson.Raw) []Index {
+	out := make([]Index, 0, len(specs))
+	for _, spec := range specs {
+		out = append(out, ParseIndex(spec))
+	}
+	return out
+}
+
+// ParseIndex reads an index specification, whatever its bytes.
+func ParseIndex(spec bson.Raw) Index {
+	var idx Index
+	idx.Name, _ = spec.Lookup("name").StringValueOK()
+	key, _ := spec.Lookup("key").DocumentOK()
+	elems, _ := key.Elements()
+	parts := make([]string, 0, len(elems))
+	for _, e := range elems {
+		idx.Fields = append(idx.Fields, e.Key())
+		parts = append(parts, e.Key()+": "+keyValue(e.Value()))
+	}
+	idx.Key = "{" + strings.Join(parts, ", ") + "}"
+	if len(elems) == 1 {
+		dir, ok := elems[0].Value().AsFloat64OK()
+		idx.Ascending = ok && dir == 1
+	}
+	if n, ok := spec.Lookup("expireAfterSeconds").AsFloat64OK(); ok {
+		ttl := int64(n)
+		idx.TTL = &ttl
+	}
+	idx.Sparse, _ = spec.Lookup("sparse").BooleanOK()
+	_, idx.Partial = spec.Lookup("partialFilterExpression").DocumentOK()
+	idx.Plain = idx.On(FieldExpiresAt) && idx.Name == ExpiresAtIndexName && idx.Ascending &&
+		onlyFields(spec, "v", "key", "name", "ns")
+	return idx
+}
+
+// keyValue shows the value of an index key's field: 1, -1, "hashed".
+func keyValue(v bson.RawValue) string {
+	if n, ok := v.AsFloat64OK(); ok {
+		return strconv.FormatFloat(n, 'g', -1, 64)
+	}
+	if s, ok := v.StringValueOK(); ok {
+		return strconv.Quote(s)
+	}
+	return v.String()
+}
+
+// onlyFields reports whether doc has no fields but the allowed ones.
+func onlyFields(doc bson.Raw, allowed ...string) bool {
+	elems, err := doc.Elements()
+	if err != nil {
+		return false
+	}
+	for _, e := range elems {
+		if !slices.Contains(allowed, e.Key()) {
+			return false
+		}
+	}
+	return true
+}
+
+// IsTTL reports whether idx is the TTL index the store wants: it deletes
+// each document at its expiresAt.
+func (idx *Index) IsTTL() bool { return idx.TTL != nil && *idx.TTL == TTLExpireAfterSeconds }
+
+// FindExpiresAt returns the single-field index on expiresAt among indexes
+// that the store uses, a TTL one with expireAfterSeconds 0 first, or nil.
+func FindExpiresAt(indexes []Index) *Index {
+	var found *Index
+	for i := range indexes {
+		idx := &indexes[i]
+		if idx.On(FieldExpiresAt) && (found == nil || idx.IsTTL()) {
+			found = idx
+		}
+	}
+	return found
+}
+
+// HasOwnerIndexes reports whether indexes hold the owner and lineage
+// indexes, which the store finds by their names.
+func HasOwnerIndexes(indexes []Index) bool {
+	has := func(name string) bool {
+		return slices.ContainsFunc(indexes, func(idx Index) bool { return idx.Name == name })
+	}
+	return has(OwnerIndexName) && has(LineageIndexName)
+}
+
+// sessionFields are the fields of a session document and their types (0:
+// an integer), as the store reads them (collection.go parseDocument):
+// formats 1 and 2 (which adds lineage) have them all, and v.
+var sessionFields = map[string]bson.Type{"rev": 0, "data": bson.TypeBinary, "mac": bson.TypeBinary, "createdAt": bson.TypeDateTime,
+	"updatedAt": bson.TypeDateTime, FieldExpiresAt: bson.TypeDateTime, "maxAge": 0}
+
+// IsSessionDocument reports whether doc has the shape of a session
+// document, whatever the keys that wrote it: v 1 or 2, and sessionFields;
+// it may have others. It tells the store's collection from another.
+func IsSessionDocument(doc bson.Raw) bool {
+	if v, ok := doc.Lookup("v").AsInt64OK(); !ok || v < 1 || v > 2 {
+		return false
+	}
+	for name, typ := range sessionFields {
+		v := doc.Lookup(name)
+		if _, isInt := v.AsInt64OK(); (typ == 0 && !isInt) || (typ != 0 && v.Type != typ) {
+			return false
+		}
+	}
+	return true
+}

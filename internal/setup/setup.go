@@ -1,0 +1,116 @@
+// Package setup holds what the store expects of a sessions collection and
+// the decisions NewStore takes when it prepares one, as pure functions of
+// what the server says: which answers mean "not supported", whether the
+// server is FerretDB v1, which index on expiresAt is the store's, what to
+// do about it (Decide), how the indexes compare with what the store
+// expects (ReviewIndexes), and what a session document looks like.
+//
+// The store sends the commands (collection.go) and follows Decide
+// (setup.go); mongostore-admin feeds Decide the answers of its trials on a
+// scratch collection to say what NewStore will do, and reviews collections
+// with the rest. Neither has a copy of these rules.
+package setup
+
+import (
+	"errors"
+	"strings"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+// The store's indexed fields, its index names, and the TTL index's
+// expireAfterSeconds. The owner and lineage indexes are partial (sparse on
+// FerretDB v1): an entry only for the documents that have the field.
+const (
+	FieldExpiresAt        = "expiresAt"
+	FieldOwner            = "owner"
+	FieldLineage          = "lineage"
+	ExpiresAtIndexName    = FieldExpiresAt + "_1"
+	OwnerIndexName        = "owner_present"
+	LineageIndexName      = "lineage_present"
+	SparseOwnerIndexName  = FieldOwner + "_1" // format 1's, dropped by NewStore
+	TTLExpireAfterSeconds = 0
+)
+
+// Server error codes the store recognises.
+const (
+	CodeNamespaceNotFound   = 26
+	CodeIndexNotFound       = 27
+	CodeCommandNotFound     = 59
+	CodeCommandNotSupported = 115
+	CodeNotImplemented      = 238
+)
+
+// HasCode reports whether err is a server error with code.
+func HasCode(err error, code int) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se) && se.HasErrorCode(code)
+}
+
+// Unsupported reports whether err says the server does not implement what
+// was asked.
+func Unsupported(err error) bool {
+	return HasCode(err, CodeNotImplemented) || HasCode(err, CodeCommandNotSupported) || HasCode(err, CodeCommandNotFound)
+}
+
+// TTLRefused reports whether err, a server's answer to a TTL index on
+// expiresAt, means it does not support one: a code saying so, or a message
+// about TTL or expireAfterSeconds (Azure Cosmos DB for MongoDB, RU,
+// accepts a TTL index on _ts only). A network failure or timeout is not an
+// answer.
+func TTLRefused(err error) bool {
+	var se mongo.ServerError
+	if !errors.As(err, &se) {
+		return false
+	}
+	msg := strings.ToLower(se.Error())
+	return Unsupported(err) || strings.Contains(msg, "expireafterseconds") || strings.Contains(msg, "ttl") ||
+		strings.Contains(msg, "not supported")
+}
+
+// IsAnswer reports whether err is the server's answer, not a network
+// failure or a timeout.
+func IsAnswer(err error) bool {
+	var se mongo.ServerError
+	return errors.As(err, &se)
+}
+
+// Server kinds, from buildInfo.
+const (
+	MongoDB   = "MongoDB"
+	FerretDB1 = "FerretDB v1" // buildInfo has a ferretdbVersion field
+	FerretDB2 = "FerretDB v2" // buildInfo has a ferretdb document
+)
+
+// BuildInfo is what a server's answer to buildInfo says it is.
+type BuildInfo struct {
+	Kind string // MongoDB, FerretDB1 or FerretDB2
+	// Version is the server's own version, FerretDB's for FerretDB ("" if
+	// it does not say, or says "unknown"); MongoDBVersion the MongoDB
+	// version it claims.
+	Version, MongoDBVersion string
+}
+
+// ParseBuildInfo reads an answer to buildInfo; a nil one (a server that
+// refuses buildInfo) is MongoDB's of no version.
+func ParseBuildInfo(raw bson.Raw) BuildInfo {
+	b := BuildInfo{Kind: MongoDB}
+	b.MongoDBVersion, _ = raw.Lookup("version").StringValueOK()
+	b.Version = b.MongoDBVersion
+	if v, ok := raw.Lookup("ferretdbVersion").StringValueOK(); ok {
+		b.Kind, b.Version = FerretDB1, v
+	} else if fd, ok := raw.Lookup("ferretdb").DocumentOK(); ok {
+		b.Kind = FerretDB2
+		b.Version, _ = fd.Lookup("version").StringValueOK()
+	}
+	if b.Version == "unknown" { // FerretDB built without its version
+		b.Version = ""
+	}
+	return b
+}
+
+// ExactIDOnly reports whether the server uses an index for exactly
+// {_id: …} only, and has no atomic conditional update, so that the store
+// shapes its saves for that: FerretDB v1.
+func (b BuildInfo) ExactIDOnly() bool { return b.Kind == FerretDB1 }

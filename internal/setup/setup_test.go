@@ -1,0 +1,287 @@
+package setup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo"
+)
+
+func TestTTLRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"FerretDB v1", mongo.CommandError{Code: 238, Name: "NotImplemented", Message: "Index option \"expireAfterSeconds\" is not implemented yet"}, true},
+		{"Azure Cosmos DB for MongoDB (RU)", mongo.CommandError{Code: 67, Name: "CannotCreateIndex", Message: "The expireAfterSeconds option is supported on '_ts' field only."}, true},
+		{"a TTL message under another code", mongo.CommandError{Code: 2, Name: "BadValue", Message: "TTL indexes are disabled on this cluster"}, true},
+		{"command not supported", mongo.CommandError{Code: 115, Name: "CommandNotSupported", Message: "createIndexes"}, true},
+		{"another index error", mongo.CommandError{Code: 85, Name: "IndexOptionsConflict", Message: "An equivalent index already exists with a different name"}, false},
+		{"not authorized", mongo.CommandError{Code: 13, Name: "Unauthorized", Message: "not authorized on db to execute command"}, false},
+		{"a network failure", fmt.Errorf("database error: %w", errors.New("connection reset")), false},
+		{"a timeout", context.DeadlineExceeded, false},
+		{"no error", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := TTLRefused(tc.err); got != tc.want {
+				t.Fatalf("TTLRefused(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRead(t *testing.T) {
+	notImplemented := fmt.Errorf("wrapped: %w", mongo.CommandError{Code: 238, Name: "NotImplemented"})
+	invalidOptions := mongo.CommandError{Code: 72, Name: "InvalidOptions"}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want Answer
+		ok   bool
+	}{
+		{"accepted", nil, Accepted, true},
+		{"refused", notImplemented, Refused, true},
+		{"rejected", invalidOptions, Rejected, true},
+		{"no answer", context.DeadlineExceeded, NotAsked, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, ok := Read(tc.err, Unsupported); got != tc.want || ok != tc.ok {
+				t.Fatalf("Read(%v) = %v, %v; want %v, %v", tc.err, got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func mustIndex(t *testing.T, ext string) Index {
+	t.Helper()
+	var raw bson.Raw
+	if err := bson.UnmarshalExtJSON([]byte(ext), false, &raw); err != nil {
+		t.Fatal(err)
+	}
+	return ParseIndex(raw)
+}
+
+func TestParseIndex(t *testing.T) {
+	hour := int64(3600)
+	for _, tc := range []struct {
+		spec string
+		want Index
+	}{
+		{`{"v": 2, "key": {"expiresAt": 1}, "name": "expiresAt_1"}`,
+			Index{Name: "expiresAt_1", Key: "{expiresAt: 1}", Fields: []string{"expiresAt"}, Ascending: true, Plain: true}},
+		{`{"v": 2, "key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 3600}`,
+			Index{Name: "expiresAt_1", Key: "{expiresAt: 1}", Fields: []string{"expiresAt"}, Ascending: true, TTL: &hour}},
+		{`{"v": 2, "key": {"expiresAt": 1}, "name": "by_expiry"}`,
+			Index{Name: "by_expiry", Key: "{expiresAt: 1}", Fields: []string{"expiresAt"}, Ascending: true}},
+		{`{"v": 2, "key": {"expiresAt": -1}, "name": "expiresAt_1"}`,
+			Index{Name: "expiresAt_1", Key: "{expiresAt: -1}", Fields: []string{"expiresAt"}}},
+		{`{"v": 2, "key": {"owner": 1}, "name": "owner_1", "sparse": true}`,
+			Index{Name: "owner_1", Key: "{owner: 1}", Fields: []string{"owner"}, Ascending: true, Sparse: true}},
+		{`{"v": 2, "key": {"_id": "hashed"}, "name": "_id_hashed"}`,
+			Index{Name: "_id_hashed", Key: `{_id: "hashed"}`, Fields: []string{"_id"}}},
+		{`{"v": 2, "key": {"owner": 1, "expiresAt": 1}, "name": "oe"}`,
+			Index{Name: "oe", Key: "{owner: 1, expiresAt: 1}", Fields: []string{"owner", "expiresAt"}}},
+		{`{"name": 7}`, Index{Key: "{}"}},
+	} {
+		t.Run(tc.spec, func(t *testing.T) {
+			if got := mustIndex(t, tc.spec); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("ParseIndex = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFindExpiresAt(t *testing.T) {
+	plain := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "expiresAt_1"}`)
+	desc := mustIndex(t, `{"key": {"expiresAt": -1}, "name": "e"}`)
+	ttl := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "t", "expireAfterSeconds": 0}`)
+	compound := mustIndex(t, `{"key": {"expiresAt": 1, "owner": 1}, "name": "c"}`)
+	owner := mustIndex(t, `{"key": {"owner": 1}, "name": "owner_present"}`)
+	lineage := mustIndex(t, `{"key": {"lineage": 1}, "name": "lineage_present"}`)
+	for _, tc := range []struct {
+		name    string
+		indexes []Index
+		want    string // "" for none
+		owner   bool
+	}{
+		{"none", []Index{compound}, "", false},
+		{"plain", []Index{plain, owner, lineage}, "expiresAt_1", true},
+		{"without lineage", []Index{plain, owner}, "expiresAt_1", false},
+		{"the TTL one first", []Index{desc, ttl, plain}, "t", false},
+		{"the first without TTL", []Index{desc, plain}, "e", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, owner := "", HasOwnerIndexes(tc.indexes)
+			if idx := FindExpiresAt(tc.indexes); idx != nil {
+				got = idx.Name
+			}
+			if got != tc.want || owner != tc.owner {
+				t.Errorf("FindExpiresAt = %q, HasOwnerIndexes = %v; want %q, %v", got, owner, tc.want, tc.owner)
+			}
+		})
+	}
+}
+
+func TestParseBuildInfo(t *testing.T) {
+	for _, tc := range []struct {
+		name, ext string
+		want      BuildInfo
+	}{
+		{"MongoDB", `{"version": "8.0.4", "ok": 1}`, BuildInfo{MongoDB, "8.0.4", "8.0.4"}},
+		{"FerretDB v1", `{"version": "7.0.42", "ferretdbVersion": "v1.24.0"}`, BuildInfo{FerretDB1, "v1.24.0", "7.0.42"}},
+		{"FerretDB v2", `{"version": "7.0.77", "ferretdb": {"version": "v2.5.0"}}`, BuildInfo{FerretDB2, "v2.5.0", "7.0.77"}},
+		{"refused", ``, BuildInfo{Kind: MongoDB}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var raw bson.Raw
+			if tc.ext != "" {
+				if err := bson.UnmarshalExtJSON([]byte(tc.ext), false, &raw); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := ParseBuildInfo(raw)
+			if got != tc.want || got.ExactIDOnly() != (tc.want.Kind == FerretDB1) {
+				t.Errorf("ParseBuildInfo = %+v (exact _id only %v), want %+v", got, got.ExactIDOnly(), tc.want)
+			}
+		})
+	}
+}
+
+// server answers the store's commands as a server would.
+type server struct{ collMod, createTTL Answer }
+
+// run follows Decide against s, as NewStore does, and returns the steps
+// sent and the outcome.
+func (s server) run(t *testing.T, idx *Index) ([]Step, Outcome) {
+	t.Helper()
+	var a Answers
+	var steps []Step
+	for range 10 {
+		d := Decide(idx, a)
+		switch d.Next {
+		case None:
+			return steps, d.Outcome
+		case CollMod:
+			a.CollMod = s.collMod
+		case DropPlain:
+			a.Dropped = true
+		case CreateTTL:
+			a.CreateTTL = s.createTTL
+		case CreatePlain:
+			a.Restored = true
+		}
+		steps = append(steps, d.Next)
+	}
+	t.Fatalf("Decide did not end: %v", steps)
+	return nil, Pending
+}
+
+func TestDecide(t *testing.T) {
+	plain := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "expiresAt_1"}`)
+	other := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "by_expiry"}`)
+	hour := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 3600}`)
+	ttl := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 0}`)
+	mongoDB := server{collMod: Accepted, createTTL: Accepted}
+	documentDB := server{collMod: Rejected, createTTL: Accepted} // as MongoDB before 5.1
+	ferretDB1 := server{collMod: Refused, createTTL: Refused}
+	noTTL := server{collMod: Rejected, createTTL: Refused} // collMod there, TTL indexes refused
+	odd := server{collMod: Rejected, createTTL: Rejected}
+	for _, tc := range []struct {
+		name    string
+		idx     *Index
+		server  server
+		steps   []Step
+		outcome Outcome
+	}{
+		{"TTL index already", &ttl, ferretDB1, nil, TTL},
+		{"none, TTL", nil, documentDB, []Step{CreateTTL}, TTL},
+		{"none, no TTL", nil, ferretDB1, []Step{CreateTTL}, NoTTL},
+		{"none, another answer", nil, odd, []Step{CreateTTL}, Failed},
+		{"own plain, collMod", &plain, mongoDB, []Step{CollMod}, TTL},
+		{"own plain, no collMod", &plain, ferretDB1, []Step{CollMod}, NoTTL},
+		{"own plain, collMod rejected", &plain, documentDB, []Step{CollMod, DropPlain, CreateTTL}, TTL},
+		{"own plain, collMod rejected, no TTL", &plain, noTTL, []Step{CollMod, DropPlain, CreateTTL, CreatePlain}, NoTTL},
+		{"own plain, odd", &plain, odd, []Step{CollMod, DropPlain, CreateTTL}, Failed},
+		{"another plain, collMod", &other, mongoDB, []Step{CollMod}, TTL},
+		{"another plain, collMod rejected", &other, documentDB, []Step{CollMod}, Conflict},
+		{"TTL of an hour, collMod", &hour, documentDB.with(Accepted), []Step{CollMod}, TTL},
+		{"TTL of an hour, collMod rejected", &hour, documentDB, []Step{CollMod}, Conflict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			steps, outcome := tc.server.run(t, tc.idx)
+			if !reflect.DeepEqual(steps, tc.steps) || outcome != tc.outcome {
+				t.Errorf("steps %v, outcome %v; want %v, %v", steps, outcome, tc.steps, tc.outcome)
+			}
+		})
+	}
+}
+
+// with returns s answering collMod so.
+func (s server) with(collMod Answer) server { s.collMod = collMod; return s }
+
+func TestConflictReason(t *testing.T) {
+	hour := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "exp", "expireAfterSeconds": 3600}`)
+	plain := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "exp"}`)
+	for idx, want := range map[*Index]string{&hour: "has expireAfterSeconds 3600", &plain: "has no expireAfterSeconds"} {
+		got := ConflictReason("sessions", idx)
+		for _, w := range []string{`index "exp" on expiresAt`, want, `db.getCollection("sessions").dropIndex("exp")`} {
+			if !strings.Contains(got, w) {
+				t.Errorf("ConflictReason = %q, does not say %q", got, w)
+			}
+		}
+	}
+}
+
+func TestIsSessionDocument(t *testing.T) {
+	now := bson.NewDateTimeFromTime(time.Now())
+	bin := bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: []byte{1}}
+	session := func(v any, drop string, extra ...bson.E) bson.Raw {
+		d := bson.D{{Key: "_id", Value: "x"}, {Key: "v", Value: v}, {Key: "rev", Value: int64(1)}, {Key: "data", Value: bin},
+			{Key: "mac", Value: bin}, {Key: "createdAt", Value: now}, {Key: "updatedAt", Value: now}, {Key: "expiresAt", Value: now},
+			{Key: "maxAge", Value: int64(86400)}}
+		d = slices.DeleteFunc(append(d, extra...), func(e bson.E) bool { return e.Key == drop })
+		raw, err := bson.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return raw
+	}
+	for _, tc := range []struct {
+		name string
+		doc  bson.Raw
+		want bool
+	}{
+		{"format 1", session(int32(1), ""), true},
+		{"format 1, owned", session(int32(1), "", bson.E{Key: "owner", Value: "digest"}), true},
+		{"format 2, with lineage", session(int64(2), "", bson.E{Key: "lineage", Value: bson.A{"a"}}), true},
+		{"format 3", session(int32(3), ""), false},
+		{"no v", session(int32(1), "v"), false},
+		{"no mac", session(int32(1), "mac"), false},
+		{"no maxAge", session(int32(1), "maxAge"), false},
+		{"expiresAt a string", session(int32(1), "expiresAt", bson.E{Key: "expiresAt", Value: "tomorrow"}), false},
+		{"a user", mustMarshal(t, bson.D{{Key: "name", Value: "ada"}, {Key: "v", Value: 1}, {Key: "expiresAt", Value: now}}), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := IsSessionDocument(tc.doc); got != tc.want {
+				t.Errorf("IsSessionDocument(%s) = %v, want %v", tc.doc, got, tc.want)
+			}
+		})
+	}
+}
+
+func mustMarshal(t *testing.T, d bson.D) bson.Raw {
+	t.Helper()
+	raw, err := bson.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
