@@ -5,6 +5,7 @@
 //	mongostore-admin stats                 counts, expiry lag, indexes, document sizes
 //	mongostore-admin sessions -owner alice a user's live sessions (needs SESSION_KEY)
 //	mongostore-admin end -owner alice      end all of a user's sessions (needs SESSION_KEY)
+//	mongostore-admin rekey                 re-seal every session under the first key (needs SESSION_KEY)
 //	mongostore-admin check                 what the server supports, what the store does there
 //	mongostore-admin -version              the module version it was built from
 //
@@ -87,7 +88,7 @@ type body struct {
 	run      func(ctx context.Context, a *app, c *conn) error
 }
 
-var commands = []command{statsCommand, sessionsCommand, endCommand, checkCommand}
+var commands = []command{statsCommand, sessionsCommand, endCommand, rekeyCommand, checkCommand}
 
 // usageError is a mistake in the command line or the configuration (exit
 // 2); problemError a finding that makes the run fail (exit 1) after its

@@ -132,15 +132,17 @@ func testCollection(t testing.TB) (string, *mongo.Collection) {
 
 // newStore returns a store on coll with the test key; now, if not zero,
 // is its clock's fixed time.
-func newStore(t testing.TB, coll *mongo.Collection, cfg mongostore.Config, now time.Time) *mongostore.Store {
+func newStore(t testing.TB, coll *mongo.Collection, cfg mongostore.Config, now time.Time, keys ...[]byte) *mongostore.Store {
 	t.Helper()
 	if !now.IsZero() {
 		cfg.Now = func() time.Time { return now }
 	}
-	key := bytes.Repeat([]byte{0x6b}, 32)
+	if len(keys) == 0 {
+		keys = [][]byte{bytes.Repeat([]byte{0x6b}, 32)}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	store, err := mongostore.NewStore(ctx, coll, cfg, key)
+	store, err := mongostore.NewStore(ctx, coll, cfg, keys...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/mongostore/mongostore"
 	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -31,7 +32,10 @@ documents' BSON size, from a random sample. It reads indexes and metadata,
 not every document: the expired sessions are counted on the expiresAt
 index, the documents taken from the collection's metadata, and live is the
 difference, unless -exact counts them too (slower on a large collection).
-Fails on a collection that holds no sessions. Needs no SESSION_KEY.`,
+With SESSION_KEY (and SESSION_BLOCK_KEY) set, it also reads every live
+session to count how many each key pair verifies: what still depends on it
+in a key rotation (see rekey). Fails on a collection that holds no
+sessions.`,
 	flags: func(fs *flag.FlagSet) body {
 		var o statsOptions
 		fs.IntVar(&o.sample, "sample", 1000, "documents to sample for sizes (0: none)")
@@ -66,6 +70,9 @@ type statsReport struct {
 	LagSeconds    float64      `json:"lagSeconds"`
 	Indexes       setup.Review `json:"indexes"`
 	Sizes         *sizeReport  `json:"sizes,omitempty"`
+	// Keys, with SESSION_KEY set: how many live sessions each key pair
+	// verifies (what still depends on it), as rekey -dry-run counts them.
+	Keys *mongostore.RekeyCounts `json:"keys,omitempty"`
 }
 
 // sizeReport summarizes the BSON sizes of sampled documents, in bytes:
@@ -105,11 +112,34 @@ func (a *app) stats(ctx context.Context, c *conn, o statsOptions) error {
 			return err
 		}
 	}
+	if r.Keys, err = a.keyCounts(ctx, c); err != nil {
+		return err
+	}
 	if o.json {
 		return printJSON(a.stdout, r)
 	}
 	r.print(a.stdout, c.server)
 	return nil
+}
+
+// keyCounts counts, with SESSION_KEY set, the live sessions each key pair
+// verifies (reading every one of them); nil without it.
+func (a *app) keyCounts(ctx context.Context, c *conn) (*mongostore.RekeyCounts, error) {
+	var err error
+	if a.getenv("SESSION_KEY") == "" {
+		return nil, nil
+	} else if c.keyPairs, err = parseKeys(a.getenv("SESSION_KEY"), a.getenv("SESSION_BLOCK_KEY")); err != nil {
+		return nil, err
+	}
+	store, _, err := a.keyedStore(ctx, c, "")
+	if err != nil {
+		return nil, err
+	}
+	defer store.Close()
+	done := step(a.stderr, a.progressAfter, "stats", "reading every live session to count what each key pair verifies")
+	rc, err := store.Rekey(ctx, true, nil)
+	done()
+	return &rc, err
 }
 
 // printJSON writes v to w as indented JSON.
@@ -258,6 +288,9 @@ func (r *statsReport) print(w io.Writer, server string) {
 		p.more("%s", r.lagVerdict())
 	}
 	printIndexes(p, r.Indexes)
+	if k := r.Keys; k != nil {
+		p.line("keys", "%s (of %s; %d verified by none)", byKey(*k), plural(int(k.Live), "live session"), k.Unverified)
+	}
 	if s := r.Sizes; s != nil && s.Count == 0 {
 		p.line("sizes", "no documents to sample")
 	} else if s != nil {

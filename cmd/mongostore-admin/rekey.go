@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/mongostore/mongostore"
+)
+
+var rekeyCommand = command{
+	name:    "rekey",
+	summary: "re-seal every live session under the first key pair (needs SESSION_KEY)",
+	usage:   "[-dry-run] [-db name] [-collection name]",
+	keys:    true,
+	help: `
+Re-seals every live session under the first key pair of SESSION_KEY (and
+SESSION_BLOCK_KEY): its MAC, its encryption when that pair has a block key,
+and its owner digest (Store.Rekey), so that the older pairs can be removed
+without signing anybody out. Give the new pair first and the old ones
+after it, as the application has them. With a block key first and a pair
+without one after it, the sessions stored plain get encrypted. It can run
+twice (a session already sealed so is left alone), so after a cut, run it
+again; it never deletes, and leaves a session saved meanwhile to that save.
+-dry-run counts only. Progress goes to standard error; it ends with what
+it changed, and exits 1 if some sessions verify with none of the keys.`,
+	flags: func(fs *flag.FlagSet) body {
+		dry := fs.Bool("dry-run", false, "count what would change, change nothing")
+		return body{run: func(ctx context.Context, a *app, c *conn) error { return a.rekey(ctx, c, *dry) }}
+	},
+}
+
+func (a *app) rekey(ctx context.Context, c *conn, dry bool) error {
+	store, none, err := a.keyedStore(ctx, c, "nothing was changed")
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	start := time.Now()
+	progress := func(rc mongostore.RekeyCounts) {
+		fmt.Fprintf(a.stderr, "rekey: %d sessions read, %d re-sealed, %d unverified (%.0f/s)\n",
+			rc.Live, rc.Changed, rc.Unverified, float64(rc.Live)/max(time.Since(start).Seconds(), 1e-3))
+	}
+	rc, err := store.Rekey(ctx, dry, progress)
+	verb := map[bool]string{true: "to re-seal", false: "re-sealed"}[dry]
+	fmt.Fprintf(a.stdout, "%s%s: %d %s under the first key pair, %d verified by none of the keys (left alone)\n",
+		plural(int(rc.Live), "live session"), none, rc.Changed, verb, rc.Unverified)
+	fmt.Fprintf(a.stdout, "before: %s\n", byKey(rc))
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w (what was re-sealed stays so: run rekey again to finish)", err)
+	case rc.Unverified > 0:
+		return problemError{fmt.Sprintf("%s verify with none of the keys given: give every key pair the application has, first the new one", plural(int(rc.Unverified), "session"))}
+	}
+	return nil
+}
+
+// byKey says how many sessions each key pair verified: what depends on it.
+func byKey(rc mongostore.RekeyCounts) string {
+	parts := make([]string, len(rc.ByKey))
+	for i, n := range rc.ByKey {
+		parts[i] = fmt.Sprintf("key pair %d: %d", i+1, n)
+	}
+	return strings.Join(parts, ", ")
+}

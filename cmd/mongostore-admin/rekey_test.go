@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mongostore/mongostore"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// TestRekey rotates the fixture's key: a dry run counts and changes
+// nothing, the rekey re-seals the live sessions (never the expired ones,
+// never deleting), a second run finds nothing to do, and the new key alone
+// then loads and lists every session; stats shows what depends on each key.
+func TestRekey(t *testing.T) {
+	f := newFixture(t)
+	newKey := strings.Repeat("9a", 32)
+	env := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": newKey + "," + testKey}
+	before, _ := f.coll.CountDocuments(context.Background(), bson.D{})
+
+	r := runCmd(t, env, "rekey", "-dry-run")
+	mustContain(t, "stdout", r.stdout, "5 live sessions: 5 to re-seal under the first key pair, 0 verified by none", "key pair 1: 0, key pair 2: 5")
+	r = runCmd(t, env, "stats")
+	mustContain(t, "stdout", r.stdout, "keys        key pair 1: 0, key pair 2: 5 (of 5 live sessions; 0 verified by none)")
+	r = runCmd(t, env, "rekey")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, "5 live sessions: 5 re-sealed under the first key pair")
+	mustContain(t, "stderr", r.stderr, "rekey: 5 sessions read, 5 re-sealed, 0 unverified")
+	r = runCmd(t, env, "rekey")
+	mustContain(t, "stdout", r.stdout, "5 live sessions: 0 re-sealed", "key pair 1: 5, key pair 2: 0")
+	if after, _ := f.coll.CountDocuments(context.Background(), bson.D{}); after != before {
+		t.Fatalf("%d documents after rekey, %d before: it must never delete", after, before)
+	}
+
+	// The cookies were signed with the old key (they verify until their
+	// sessions end); the documents need the new key alone.
+	newFirst := newStore(t, f.coll, mongostore.Config{Expiry: mongostore.ExpiryNone}, time.Time{}, bytes.Repeat([]byte{0x9a}, 32), nil, bytes.Repeat([]byte{0x6b}, 32), nil)
+	for i, c := range append(f.alice, f.bob) {
+		if !loads(t, newFirst, c) {
+			t.Errorf("session %d does not load", i)
+		}
+	}
+	rotated := newStore(t, f.coll, mongostore.Config{Expiry: mongostore.ExpiryNone}, time.Time{}, bytes.Repeat([]byte{0x9a}, 32))
+	if list, err := rotated.ListSessions(context.Background(), "alice", nil); err != nil || len(list) != 2 {
+		t.Errorf("the new key alone lists %d of alice's sessions (%v), want 2", len(list), err)
+	}
+	// The old key alone now reads nothing: rekey refuses to start with it.
+	r = runCmd(t, map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey}, "rekey")
+	if r.code != 1 || !strings.Contains(r.stderr, "do not match") {
+		t.Fatalf("rekey with a key that reads nothing: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// TestRekeyAddsEncryption turns encryption on: with the block key first
+// and a plain pair after it, rekey encrypts every stored session.
+func TestRekeyAddsEncryption(t *testing.T) {
+	f := newFixture(t)
+	block := strings.Repeat("3c", 32)
+	env := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey + "," + testKey, "SESSION_BLOCK_KEY": block + ","}
+	r := runCmd(t, env, "rekey")
+	if r.code != 0 {
+		t.Fatalf("exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, "5 live sessions: 5 re-sealed")
+	live := bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: time.Now()}}}}
+	cur, err := f.coll.Find(context.Background(), live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for ; cur.Next(context.Background()); n++ {
+		if _, data, _ := cur.Current.Lookup("data").BinaryOK(); len(data) == 0 || data[0] != 1 {
+			t.Fatalf("a live session left plain: envelope %x", data[:min(len(data), 1)])
+		}
+	}
+	if n != 5 {
+		t.Fatalf("%d live sessions, want 5", n)
+	}
+}
