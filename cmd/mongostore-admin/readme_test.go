@@ -66,7 +66,7 @@ func checkNames(t *testing.T, what, text string) {
 		fs.VisitAll(func(f *flag.Flag) { flags[cmd.name] = append(flags[cmd.name], f.Name) })
 		mustContain(t, what, text, "`"+cmd.name+"`", "mongostore-admin "+cmd.name)
 	}
-	for _, m := range regexp.MustCompile("(?:`| )-([a-z]+)\\b").FindAllStringSubmatch(text, -1) {
+	for _, m := range regexp.MustCompile("(?:`| )-([a-z]+(?:-[a-z]+)*)\\b").FindAllStringSubmatch(text, -1) {
 		found := m[1] == "h" || m[1] == "version"
 		for _, names := range flags {
 			found = found || slices.Contains(names, m[1])
