@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/sessions"
@@ -256,16 +257,16 @@ func ExampleConfig_events() {
 		// Runs inside the request: keep it quick (hand it to a channel for slow work).
 		fmt.Println(e.Kind, e.Reason, e.Owner, e.Device)
 	}
-	now := time.Now()
+	start, seconds := time.Now(), atomic.Int64{} // a clock that moves a second a login
 	store, _, done := exampleStore(ctx, "audited_sessions", mongostore.Config{
 		OnEvent:             audit,
 		MaxSessionsPerOwner: 2,
-		Now:                 func() time.Time { return now },
+		Now:                 func() time.Time { return start.Add(time.Duration(seconds.Load()) * time.Second) },
 	})
 	defer done()
 
 	login := func(device string) (*http.Request, *sessions.Session) {
-		now = now.Add(time.Second)
+		seconds.Add(1)
 		r := httptest.NewRequest(http.MethodPost, "/login", nil)
 		session, _ := store.New(r, "session")
 		mongostore.SetOwner(session, "ada", device)
