@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
 // This file is the store's whole database surface: the document format and
@@ -123,35 +124,49 @@ func dateOK(v bson.RawValue) (time.Time, bool) {
 	return time.UnixMilli(ms), ok
 }
 
-// fields returns the document's fields but _id, as written.
-func (d *document) fields() bson.D {
-	f := bson.D{
-		{Key: fieldVersion, Value: int32(formatVersion)},
-		{Key: fieldRev, Value: d.rev},
-		{Key: fieldData, Value: bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: d.data}},
-		{Key: fieldMAC, Value: bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: d.mac}},
-		{Key: fieldCreatedAt, Value: bson.NewDateTimeFromTime(d.createdAt)},
-		{Key: fieldUpdatedAt, Value: bson.NewDateTimeFromTime(d.updatedAt)},
-		{Key: fieldExpiresAt, Value: bson.NewDateTimeFromTime(d.expiresAt)},
-		{Key: fieldMaxAge, Value: int64(d.maxAge)},
-	}
+// Documents, filters and updates are built as BSON bytes: the driver sends
+// them as they are, with none of the reflection that marshalling a bson.D
+// takes.
+
+// raw returns the document as written.
+func (d *document) raw() bson.Raw {
+	i, b := bsoncore.AppendDocumentStart(make([]byte, 0, 256+len(d.data)))
+	b = d.appendFields(bsoncore.AppendStringElement(b, fieldID, d.id))
+	b, _ = bsoncore.AppendDocumentEnd(b, i)
+	return b
+}
+
+// appendFields appends the document's fields but _id to b.
+func (d *document) appendFields(b []byte) []byte {
+	b = bsoncore.AppendInt32Element(b, fieldVersion, formatVersion)
+	b = bsoncore.AppendInt64Element(b, fieldRev, d.rev)
+	b = bsoncore.AppendBinaryElement(b, fieldData, bson.TypeBinaryGeneric, d.data)
+	b = bsoncore.AppendBinaryElement(b, fieldMAC, bson.TypeBinaryGeneric, d.mac)
+	b = bsoncore.AppendDateTimeElement(b, fieldCreatedAt, d.createdAt.UnixMilli())
+	b = bsoncore.AppendDateTimeElement(b, fieldUpdatedAt, d.updatedAt.UnixMilli())
+	b = bsoncore.AppendDateTimeElement(b, fieldExpiresAt, d.expiresAt.UnixMilli())
+	b = bsoncore.AppendInt64Element(b, fieldMaxAge, int64(d.maxAge))
 	if d.lineage != "" && d.lineage != d.id { // no field, and no index entry, for a chain's first document
-		f = append(f, bson.E{Key: fieldLineage, Value: d.lineage})
+		b = bsoncore.AppendStringElement(b, fieldLineage, d.lineage)
 	}
 	if d.owner != "" { // likewise without an owner
-		f = append(f, bson.E{Key: fieldOwner, Value: d.owner})
+		b = bsoncore.AppendStringElement(b, fieldOwner, d.owner)
 	}
-	return f
+	return b
 }
 
 // update returns the update that makes an existing document, which has an
 // owner field if hadOwner, d.
-func (d *document) update(hadOwner bool) bson.D {
-	u := bson.D{{Key: "$set", Value: d.fields()}}
+func (d *document) update(hadOwner bool) bson.Raw {
+	i, b := bsoncore.AppendDocumentStart(make([]byte, 0, 256+len(d.data)))
+	j, b := bsoncore.AppendDocumentElementStart(b, "$set")
+	b, _ = bsoncore.AppendDocumentEnd(d.appendFields(b), j)
 	if hadOwner && d.owner == "" {
-		u = append(u, bson.E{Key: "$unset", Value: bson.D{{Key: fieldOwner, Value: ""}}})
+		j, b = bsoncore.AppendDocumentElementStart(b, "$unset")
+		b, _ = bsoncore.AppendDocumentEnd(bsoncore.AppendStringElement(b, fieldOwner, ""), j)
 	}
-	return u
+	b, _ = bsoncore.AppendDocumentEnd(b, i)
+	return b
 }
 
 // live reports whether a raw document has not expired at now (one without a
@@ -186,7 +201,22 @@ func (d *document) written() version {
 	return version{rev: d.rev, mac: d.mac, owned: d.owner != "", expiresAt: d.expiresAt}
 }
 
-func idFilter(id string) bson.D { return bson.D{{Key: fieldID, Value: id}} }
+// idFilter returns {_id: id}.
+func idFilter(id string) bson.Raw {
+	i, b := bsoncore.AppendDocumentStart(make([]byte, 0, 16+len(id)))
+	b, _ = bsoncore.AppendDocumentEnd(bsoncore.AppendStringElement(b, fieldID, id), i)
+	return b
+}
+
+// saveFilter returns {_id: id, rev: rev, expiresAt: {$gt: now}}.
+func saveFilter(id string, rev int64, now time.Time) bson.Raw {
+	i, b := bsoncore.AppendDocumentStart(make([]byte, 0, 64+len(id)))
+	b = bsoncore.AppendInt64Element(bsoncore.AppendStringElement(b, fieldID, id), fieldRev, rev)
+	j, b := bsoncore.AppendDocumentElementStart(b, fieldExpiresAt)
+	b, _ = bsoncore.AppendDocumentEnd(bsoncore.AppendDateTimeElement(b, "$gt", now.UnixMilli()), j)
+	b, _ = bsoncore.AppendDocumentEnd(b, i)
+	return b
+}
 
 // collection sends the store's commands. Reads go to the primary, whatever
 // the client's default: a request reads what the last one wrote. Writes
@@ -253,7 +283,7 @@ func (c collection) find(ctx context.Context, id string) (bson.Raw, error) {
 
 // insert inserts the document d.
 func (c collection) insert(ctx context.Context, d *document) error {
-	if _, err := c.c.InsertOne(ctx, append(idFilter(d.id), d.fields()...)); err != nil {
+	if _, err := c.c.InsertOne(ctx, d.raw()); err != nil {
 		return dbError("insert session", err)
 	}
 	return nil
@@ -270,9 +300,7 @@ func (c collection) save(ctx context.Context, d *document, v version, now time.T
 	if c.exactID() {
 		return c.saveExactID(ctx, d, v, now)
 	}
-	filter := bson.D{{Key: fieldID, Value: d.id}, {Key: fieldRev, Value: v.rev},
-		{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(now)}}}}
-	res, err := c.c.UpdateOne(ctx, filter, d.update(v.owned))
+	res, err := c.c.UpdateOne(ctx, saveFilter(d.id, v.rev, now), d.update(v.owned))
 	if err != nil || res.MatchedCount > 0 {
 		return nil, v, dbErrorOrNil("save session", err)
 	}
@@ -291,9 +319,9 @@ func (c collection) save(ctx context.Context, d *document, v version, now time.T
 // filter adds expiresAt > now, so an expired session is never extended.
 // Having written over another save's document, the next attempt builds on d.
 func (c collection) saveExactID(ctx context.Context, d *document, v version, now time.Time) (bson.Raw, version, error) {
-	filter := idFilter(d.id)
+	var filter any = idFilter(d.id)
 	if !v.expiresAt.After(now.Add(c.margin)) {
-		filter = append(filter, bson.E{Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(now)}}})
+		filter = bson.D{{Key: fieldID, Value: d.id}, {Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(now)}}}}
 	}
 	raw, err := c.c.FindOneAndUpdate(ctx, filter, d.update(v.owned), options.FindOneAndUpdate().SetReturnDocument(options.Before)).Raw()
 	before, err := oneOrNone("save session", raw, err)
@@ -389,7 +417,7 @@ func (c collection) endChain(ctx context.Context, id, lineage string) (bool, err
 	if ended || err != nil {
 		return ended, err
 	}
-	filters := []bson.D{idFilter(lineage), {{Key: fieldLineage, Value: lineage}}}
+	filters := []any{idFilter(lineage), bson.D{{Key: fieldLineage, Value: lineage}}}
 	for range maxEndRounds {
 		left := false
 		for _, f := range filters {
@@ -412,7 +440,7 @@ func (c collection) endChain(ctx context.Context, id, lineage string) (bool, err
 }
 
 // deleteMany deletes what filter matches and returns how many it deleted.
-func (c collection) deleteMany(ctx context.Context, op string, filter bson.D, comment string) (int64, error) {
+func (c collection) deleteMany(ctx context.Context, op string, filter any, comment string) (int64, error) {
 	opts := options.DeleteMany()
 	if comment != "" {
 		opts.SetComment(comment)

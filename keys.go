@@ -104,7 +104,7 @@ func newSealer(pairs []keyPair) *sealer {
 	for _, p := range pairs {
 		s.plainOK = s.plainOK || p.block == nil
 		macKey := derive(p.hash, macKeyInfo)
-		s.macs = append(s.macs, &sync.Pool{New: func() any { return hmac.New(sha256.New, macKey) }})
+		s.macs = append(s.macs, &sync.Pool{New: func() any { return &macState{h: hmac.New(sha256.New, macKey), buf: make([]byte, 0, 256)} }})
 		s.ownerKeys = append(s.ownerKeys, derive(p.hash, ownerKeyInfo))
 		if p.block == nil {
 			continue
@@ -118,30 +118,29 @@ func newSealer(pairs []keyPair) *sealer {
 
 // mac returns d's MAC with the HMAC states of pool, appended to sum.
 func mac(pool *sync.Pool, d *document, sum []byte) []byte {
-	m := pool.Get().(hash.Hash)
-	m.Reset()
-	var b [8]byte
-	put := func(v uint64) {
-		binary.BigEndian.PutUint64(b[:], v)
-		m.Write(b[:])
-	}
-	put(uint64(d.format))
-	put(uint64(len(d.id)))
-	m.Write([]byte(d.id))
+	m := pool.Get().(*macState)
+	m.h.Reset()
+	b := binary.BigEndian.AppendUint64(m.buf[:0], uint64(d.format))
+	b = append(binary.BigEndian.AppendUint64(b, uint64(len(d.id))), d.id...)
 	if d.format != format1 {
 		lineage := d.chain()
-		put(uint64(len(lineage)))
-		m.Write([]byte(lineage))
+		b = append(binary.BigEndian.AppendUint64(b, uint64(len(lineage))), lineage...)
 	}
-	put(uint64(d.rev))
-	put(uint64(d.createdAt.UnixMilli()))
-	put(uint64(d.updatedAt.UnixMilli()))
-	put(uint64(d.expiresAt.UnixMilli()))
-	put(uint64(d.maxAge))
-	m.Write(d.data)
-	sum = m.Sum(sum)
+	for _, v := range [...]int64{d.rev, d.createdAt.UnixMilli(), d.updatedAt.UnixMilli(), d.expiresAt.UnixMilli(), int64(d.maxAge)} {
+		b = binary.BigEndian.AppendUint64(b, uint64(v))
+	}
+	m.h.Write(b)
+	m.h.Write(d.data)
+	sum = m.h.Sum(sum)
+	m.buf = b
 	pool.Put(m)
 	return sum
+}
+
+// macState is a pooled HMAC state, with a buffer for what it hashes.
+type macState struct {
+	h   hash.Hash
+	buf []byte
 }
 
 // current reports whether d is sealed as the first key pair writes: its

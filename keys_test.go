@@ -646,7 +646,7 @@ func TestEncryptionAtRest(t *testing.T) {
 func resealed(t *testing.T, f *storeFixture, d document) {
 	t.Helper()
 	f.store.sealer.seal(&d)
-	if _, err := f.coll.ReplaceOne(context.Background(), idFilter(d.id), d.fields()); err != nil {
+	if _, err := f.coll.ReplaceOne(context.Background(), idFilter(d.id), d.raw()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -29,7 +29,7 @@ func storedSessions(t *testing.T, f *storeFixture, store *Store, n int, owner st
 		}
 		sv := &saving{session: &sessions.Session{Values: values, Options: store.newOptions()}, data: data, now: time.Now()}
 		d := store.document(sv, docID(id), "", 1, sv.now)
-		docs = append(docs, append(idFilter(d.id), d.fields()...))
+		docs = append(docs, d.raw())
 		ids = append(ids, id)
 	}
 	if _, err := f.coll.InsertMany(context.Background(), docs); err != nil {
