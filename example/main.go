@@ -301,15 +301,15 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		return err
 	}
 	defer func() { err = joinErr(err, "", db.close(ctx)) }()
-	store, err := openStore(startCtx, cfg, db, key, logger)
+	store, activity, err := openStore(startCtx, cfg, db, key, logger)
 	if err != nil {
 		return err
 	}
 	defer store.Close() // stops the GC goroutine; never fails
-
 	handler, err := newApp(appOptions{
 		Store: store, Users: users, SessionKey: key, Logger: logger, Metrics: tel.Metrics,
 		Server: db.server, Expiry: store.Expiry(), Absolute: absoluteTimeout(cfg.MaxAge),
+		Activity: activity, MaxSessionsPerUser: cfg.MaxSessionsPerUser,
 		Ping: func(ctx context.Context) error { return db.client.Ping(ctx, readpref.Primary()) },
 	})
 	if err != nil {
@@ -373,16 +373,18 @@ func listenError(what, env, addr string, err error) error {
 	return fmt.Errorf("%s (%s): %w", prefix, env, err)
 }
 
-// openStore makes the session store on the sessions collection of db.
+// openStore makes the session store on the sessions collection of db,
+// and the activity log that its lifecycle events feed (Config.OnEvent).
 // Config.Expiry stays unset (ExpiryAuto): a TTL index where the server
 // has them, the GC goroutine where it does not.
-func openStore(ctx context.Context, cfg config, db *database, key []byte, logger *slog.Logger) (*mongostore.Store, error) {
+func openStore(ctx context.Context, cfg config, db *database, key []byte, logger *slog.Logger) (*mongostore.Store, *activityLog, error) {
 	coll := db.client.Database(cfg.DBName).Collection(collectionName)
 	absolute := absoluteTimeout(cfg.MaxAge)
+	activity := newActivityLog(activityPerUser, activityMaxUsers)
 	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{Logger: logger, AbsoluteTimeout: absolute,
-		MaxSessionsPerOwner: cfg.MaxSessionsPerUser}, key)
+		MaxSessionsPerOwner: cfg.MaxSessionsPerUser, OnEvent: activity.record}, key)
 	if err != nil {
-		return nil, fmt.Errorf("session store: %w", err)
+		return nil, nil, fmt.Errorf("session store: %w", err)
 	}
 	store.MaxAge(int(cfg.MaxAge / time.Second))
 	store.Options.Secure = cfg.CookieSecure // with the default Path "/" and no Domain, as __Host- needs
@@ -393,7 +395,7 @@ func openStore(ctx context.Context, cfg config, db *database, key []byte, logger
 	if !cfg.CookieSecure {
 		logger.Info("COOKIE_SECURE is off: cookies also travel over plain HTTP; set COOKIE_SECURE=true behind HTTPS")
 	}
-	return store, nil
+	return store, activity, nil
 }
 
 // serveHTTP serves handler on ln until ctx is cancelled, then shuts the
