@@ -71,6 +71,12 @@ type appOptions struct {
 	// (not zero), for the home page: how long a session lives from its
 	// creation at most; negative for no limit.
 	Absolute time.Duration
+	// Activity is the activity log of the page of sessions, which the
+	// store's Config.OnEvent (its record method) feeds.
+	Activity *activityLog
+	// MaxSessionsPerUser is the store's Config.MaxSessionsPerOwner, for
+	// the page of sessions; 0 for no limit.
+	MaxSessionsPerUser int
 }
 
 // app holds the handlers' dependencies.
@@ -85,6 +91,8 @@ type app struct {
 	server      string
 	expiry      mongostore.ExpiryMode
 	absolute    time.Duration
+	activity    *activityLog
+	limit       int // sessions per user; 0 for no limit
 	pages       map[string]*template.Template
 }
 
@@ -106,8 +114,8 @@ type app struct {
 // (http.CrossOriginProtection), and every response carries security
 // headers.
 func newApp(opts appOptions) (http.Handler, error) {
-	if opts.Store == nil || opts.Users == nil || opts.Ping == nil || opts.Logger == nil {
-		return nil, errors.New("newApp: Store, Users, Ping and Logger are required")
+	if opts.Store == nil || opts.Users == nil || opts.Ping == nil || opts.Logger == nil || opts.Activity == nil {
+		return nil, errors.New("newApp: Store, Users, Ping, Logger and Activity are required")
 	}
 	if len(opts.SessionKey) < minKeyBytes {
 		return nil, fmt.Errorf("newApp: SessionKey has %d bytes, want at least %d", len(opts.SessionKey), minKeyBytes)
@@ -127,6 +135,8 @@ func newApp(opts appOptions) (http.Handler, error) {
 		server:      opts.Server,
 		expiry:      opts.Expiry,
 		absolute:    opts.Absolute,
+		activity:    opts.Activity,
+		limit:       opts.MaxSessionsPerUser,
 		pages:       pages,
 	}
 	if opts.Store.Options.Secure {
@@ -159,7 +169,10 @@ func (a *app) routes(metrics http.Handler) *http.ServeMux {
 	// once per touch interval (Config.TouchInterval): by default a tenth of
 	// its max age, at most a minute. A nil error handler logs a failed load
 	// or save and answers 500 (409 for a session ended meanwhile).
-	withSession := a.store.Middleware(a.sessionName, nil)
+	// Each request has its eventScope (see withEventScope) for the
+	// store's events of its operations.
+	middleware := a.store.Middleware(a.sessionName, nil)
+	withSession := func(h http.Handler) http.Handler { return withEventScope(middleware(h)) }
 	mux := http.NewServeMux()
 	mux.Handle("GET /login", withSession(http.HandlerFunc(a.loginForm)))
 	mux.Handle("POST /login", withSession(http.HandlerFunc(a.login)))

@@ -543,9 +543,11 @@ func TestDatabaseRoundTrips(t *testing.T) {
 		// The list of sessions: one find on the owner index. Ending a
 		// session lists them too (the flash message names the device),
 		// and EndSession finds the handle's document before deleting it.
+		// EndOtherSessions lists the others first, and deletes only what
+		// it found: here nothing, the second login ended the first.
 		{"GET /sessions (takes the login's flash message)", func() response { return b.get("/sessions") }, 200, map[string]int{"find": 2, "save": 1}},
 		{"GET /sessions (read-only)", func() response { return b.get("/sessions") }, 200, map[string]int{"find": 2}},
-		{"POST /sessions/end-others", func() response { return b.post("/sessions/end-others", nil) }, 303, map[string]int{"find": 1, "delete": 1, "save": 1}},
+		{"POST /sessions/end-others (none)", func() response { return b.post("/sessions/end-others", nil) }, 303, map[string]int{"find": 2, "save": 1}},
 		{"GET /sessions (takes the flash message)", func() response { return b.get("/sessions") }, 200, map[string]int{"find": 2, "save": 1}},
 		{"POST /sessions/end", func() response {
 			return b.post("/sessions/end", url.Values{"handle": {"no-such-session"}})

@@ -585,35 +585,28 @@ func (b *tab) wantFocus(page, id string) {
 // Chromium on a phone's screen (390×844) and on a desktop's (1280×800),
 // takes a screenshot of each (see screenshotDir) and checks the layout
 // (see checkLayout): the login form, the form after a wrong password, the
-// 404 page, the home page and the page of sessions; the colours of their
-// buttons (see checkButtons); and which field of the login form has the
-// focus: the user name's, the password's after a wrong password.
+// 404 page, the home page, the page of sessions with its activity log,
+// and that page with the notice of a device signed out for the limit of
+// sessions per user (2: at each width another user logs in on a third
+// device); the colours of their buttons (see checkButtons); and which
+// field of the login form has the focus: the user name's, the password's
+// after a wrong password.
 func TestBrowserScreenWidths(t *testing.T) {
 	t.Parallel()
 	chromiumPath(t) // before starting the app: skip (or fail) early
-	app := startApp(t, nil)
+	app := startApp(t, func(c *config) {
+		c.MaxSessionsPerUser = 2
+		c.Users = append(c.Users, credential{Name: "alice", Password: "alice-pw"})
+	})
 	browser := startChromium(t)
 	anon, other, b := browser.newDeviceTab(), browser.newDeviceTab(), browser.newDeviceTab()
 	other.login(app.url, "demo", "demo") // so that /sessions lists another session
 	b.login(app.url, "demo", "demo")
+	browser.newDeviceTab().login(app.url, "alice", "alice-pw")
+	browser.newDeviceTab().login(app.url, "alice", "alice-pw")
 
 	for i := range screens {
-		anon.setScreen(i)
-		anon.do("open /login", chromedp.Navigate(app.url+"/login"), chromedp.WaitVisible(chromedp.CSS("#password")))
-		anon.checkLayout("login", i)
-		anon.checkButtons("login")
-		anon.wantFocus("the login form", "username")
-		anon.do("fill in a wrong password",
-			chromedp.SendKeys(chromedp.CSS("#username"), "demo"),
-			chromedp.SendKeys(chromedp.CSS("#password"), "wrong"),
-		)
-		anon.clickAndLoad(`form[action="/login"] button[type=submit]`)
-		anon.do("wait for the error", chromedp.WaitVisible(chromedp.CSS(".error")))
-		anon.checkLayout("login-error", i)
-		anon.wantFocus("the login form after a wrong password", "password")
-		anon.do("open a page that does not exist", chromedp.Navigate(app.url+"/no-such-page"), chromedp.WaitVisible(chromedp.CSS("#home-link")))
-		anon.checkLayout("not-found", i)
-
+		checkAnonymousPages(anon, app.url, i)
 		b.setScreen(i)
 		for _, page := range []struct{ name, path, ready string }{
 			{"home", "/", "#current-user"},
@@ -625,29 +618,64 @@ func TestBrowserScreenWidths(t *testing.T) {
 			}
 			b.checkButtons(page.name)
 		}
+		checkLimitPage(t, browser.newDeviceTab(), app.url, i)
 	}
 }
 
-// TestBrowserLongContent lays out the app's pages, rendered by the app's
-// templates with its style sheet, with the longest content they can show,
-// on both screens of screens: a user name of 64 characters, the data
-// directory of the embedded server (a long path), three sessions, flashes
-// and errors. A path breaks after a slash, where it must break; a user name
-// wider than the screen may break anywhere, but nothing sticks out.
-func TestBrowserLongContent(t *testing.T) {
-	t.Parallel()
-	chromiumPath(t)
+// checkAnonymousPages checks the layout of the pages of a visitor who is
+// not logged in, on the tab, on screen i of screens: the login form, its
+// buttons and focus, before and after a wrong password, and the 404 page.
+func checkAnonymousPages(anon *tab, base string, i int) {
+	anon.t.Helper()
+	anon.setScreen(i)
+	anon.do("open /login", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(chromedp.CSS("#password")))
+	anon.checkLayout("login", i)
+	anon.checkButtons("login")
+	anon.wantFocus("the login form", "username")
+	anon.do("fill in a wrong password",
+		chromedp.SendKeys(chromedp.CSS("#username"), "demo"),
+		chromedp.SendKeys(chromedp.CSS("#password"), "wrong"),
+	)
+	anon.clickAndLoad(`form[action="/login"] button[type=submit]`)
+	anon.do("wait for the error", chromedp.WaitVisible(chromedp.CSS(".error")))
+	anon.checkLayout("login-error", i)
+	anon.wantFocus("the login form after a wrong password", "password")
+	anon.do("open a page that does not exist", chromedp.Navigate(base+"/no-such-page"), chromedp.WaitVisible(chromedp.CSS("#home-link")))
+	anon.checkLayout("not-found", i)
+}
+
+// checkLimitPage logs alice in on the tab, a new device beyond her limit
+// of sessions, on screen i of screens, and checks the layout and the
+// buttons of her page of sessions, with its notice of the device signed
+// out and its activity log.
+func checkLimitPage(t *testing.T, b *tab, base string, i int) {
+	t.Helper()
+	b.setScreen(i)
+	b.login(base, "alice", "alice-pw")
+	b.do("open /sessions", chromedp.Navigate(base+"/sessions"), chromedp.WaitVisible(chromedp.CSS("#limit-notice")))
+	const want = "Your least recently used session (Chrome on Linux) was signed out when you signed in here: at most 2 sessions per user."
+	if got := b.text("#limit-notice"); got != want {
+		t.Errorf("limit notice %q, want %q", got, want)
+	}
+	if n := b.count("#activity li .limit"); n != i+1 {
+		t.Errorf("%d sign-ins ended by the limit in the activity log, want %d:\n%s", n, i+1, b.text("main"))
+	}
+	b.checkLayout("sessions-limit", i)
+	b.checkButtons("sessions-limit")
+}
+
+// longContentServer serves the app's pages, rendered by its templates,
+// with the longest content they can show, for user longName and the
+// embedded server's data directory dataDir, until the test ends:
+// /login, /, /sessions, and /sessions/no-activity.
+func longContentServer(t *testing.T, longName, dataDir string) *httptest.Server {
+	t.Helper()
 	pages, err := parsePages()
 	if err != nil {
 		t.Fatal(err)
 	}
 	a := &app{pages: pages, logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
-	longName := strings.Repeat("long.user_name.", 5)[:maxNameLen] // no hyphen: no place to break
-	dataDir := "/home/someone/src/github.com/mongostore/mongostore/example/.data"
 	now := time.Now().Truncate(time.Second)
-	times := func(age time.Duration) mongostore.SessionTimes {
-		return mongostore.SessionTimes{CreatedAt: now.Add(-age), UpdatedAt: now.Add(-age / 2), ExpiresAt: now.Add(defaultMaxAge - age/2)}
-	}
 	mode, how := describeExpiry(mongostore.ExpiryGC)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) {
@@ -659,25 +687,80 @@ func TestBrowserLongContent(t *testing.T) {
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		a.render(w, http.StatusOK, "home", homePage{
 			Flashes: []string{"Welcome, " + longName + "!"}, Username: longName,
-			Times: times(0), AbsoluteExpiresAt: now.Add(sessionLifetime),
+			Times: timesAged(now, 0), AbsoluteExpiresAt: now.Add(sessionLifetime),
 			Expiry: mode, ExpiryHow: how, Server: "embedded FerretDB (SQLite) in " + dataDir,
 		})
 	})
 	mux.HandleFunc("GET /sessions", func(w http.ResponseWriter, r *http.Request) {
-		a.render(w, http.StatusOK, "sessions", sessionsPage{
-			Flashes: []string{"Signed out Firefox on Android."}, Username: longName, Others: 2,
-			Sessions: []mongostore.OwnedSession{
-				{Handle: "a", Current: true, Device: "Chrome on Linux", SessionTimes: times(time.Hour)},
-				{Handle: "b", Device: "Firefox on Android", SessionTimes: times(3 * time.Hour)},
-				{Handle: "c", Device: noDevice, SessionTimes: times(50 * time.Hour)},
-			},
-		})
+		a.render(w, http.StatusOK, "sessions", longSessionsPage(longName, now))
+	})
+	mux.HandleFunc("GET /sessions/no-activity", func(w http.ResponseWriter, r *http.Request) {
+		page := longSessionsPage(longName, now)
+		page.Activity, page.LimitNotice = nil, ""
+		a.render(w, http.StatusOK, "sessions", page)
 	})
 	mux.HandleFunc("GET /static/style.css", func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFileFS(w, r, staticFS, "static/style.css")
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
+	return srv
+}
+
+// timesAged returns the times of a session that started age before now,
+// was last used half-way since, and expires defaultMaxAge after that.
+func timesAged(now time.Time, age time.Duration) mongostore.SessionTimes {
+	return mongostore.SessionTimes{CreatedAt: now.Add(-age), UpdatedAt: now.Add(-age / 2), ExpiresAt: now.Add(defaultMaxAge - age/2)}
+}
+
+// longSessionsPage returns the page of sessions of user with the most it
+// can show at now: three sessions, a flash, a limit notice naming two
+// devices and a full activity log.
+func longSessionsPage(user string, now time.Time) sessionsPage {
+	return sessionsPage{
+		Flashes: []string{"Signed out Firefox on Android."}, Username: user, Others: 2, Current: "a",
+		Sessions: []mongostore.OwnedSession{
+			{Handle: "a", Current: true, Device: "Chrome on Linux", SessionTimes: timesAged(now, time.Hour)},
+			{Handle: "b", Device: "Firefox on Android", SessionTimes: timesAged(now, 3*time.Hour)},
+			{Handle: "c", Device: noDevice, SessionTimes: timesAged(now, 50*time.Hour)},
+		},
+		LimitNotice:  limitNotice([]string{"Unknown browser on unknown device", "Samsung Internet on Android"}, 3),
+		Activity:     longActivity(now),
+		ActivityKept: activityPerUser,
+	}
+}
+
+// longActivity returns a full activity log of sign-ins before now, each
+// kind of ending among them, with the longest device labels; the first,
+// "a", is the current session's.
+func longActivity(now time.Time) []signIn {
+	endings := []string{"", endedHere, endedElsewhere, endedByLimit, endedExpired}
+	devices := []string{"Unknown browser on unknown device", "Samsung Internet on Android", "Yandex Browser on ChromeOS"}
+	var out []signIn
+	for i := range activityPerUser {
+		s := signIn{Handle: string(rune('a' + i)), Device: devices[i%len(devices)], At: now.Add(-time.Duration(i+1) * time.Hour)}
+		if s.Ended = endings[i%len(endings)]; s.Ended != "" {
+			s.EndedAt = s.At.Add(30 * time.Minute)
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestBrowserLongContent lays out the app's pages, rendered by the app's
+// templates with its style sheet, with the longest content they can show,
+// on both screens of screens: a user name of 64 characters, the data
+// directory of the embedded server (a long path), three sessions, flashes
+// and errors, a full activity log and a limit notice naming two devices;
+// and the page of sessions with no activity yet (after a restart). A path
+// breaks after a slash, where it must break; a user name wider than the
+// screen may break anywhere, but nothing sticks out.
+func TestBrowserLongContent(t *testing.T) {
+	t.Parallel()
+	chromiumPath(t)
+	longName := strings.Repeat("long.user_name.", 5)[:maxNameLen] // no hyphen: no place to break
+	dataDir := "/home/someone/src/github.com/mongostore/mongostore/example/.data"
+	srv := longContentServer(t, longName, dataDir)
 
 	b := startChromium(t).firstTab()
 	for i := range screens {
@@ -686,6 +769,7 @@ func TestBrowserLongContent(t *testing.T) {
 			{"login", "/login", "#password"},
 			{"home", "/", "#current-user"},
 			{"sessions", "/sessions", "#sessions"},
+			{"sessions-no-activity", "/sessions/no-activity", "#sessions"},
 		} {
 			b.do("open "+page.path, chromedp.Navigate(srv.URL+page.path), chromedp.WaitVisible(chromedp.CSS(page.ready)))
 			got := b.checkLayout("long-"+page.name, i)

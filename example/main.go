@@ -30,6 +30,10 @@
 //	                 named __Host-session; set it behind HTTPS (default
 //	                 false, for plain http://127.0.0.1)
 //	DEMO_USERS       extra users, as name:password,name:password
+//	MAX_SESSIONS_PER_USER
+//	                 how many sessions one user may have at once, 0 to
+//	                 1000: a login beyond it signs out the user's least
+//	                 recently used session (default 0: no limit)
 //	TRUSTED_PROXIES  the proxies in front of the app, IP addresses and CIDR
 //	                 prefixes, comma-separated: the telemetry takes the
 //	                 client's address from their X-Forwarded-For (default
@@ -78,6 +82,7 @@ const (
 	defaultDataDir  = ".data" // relative to the working directory
 	defaultDBName   = "mongostore_example"
 	defaultMaxAge   = 24 * time.Hour
+	maxSessionLimit = 1000 // the store lists at most 1,000 sessions of one owner
 	collectionName  = "sessions"
 	minKeyBytes     = 32
 	startupTimeout  = 30 * time.Second // connecting and preparing the collection
@@ -116,6 +121,11 @@ type config struct {
 	CookieSecure bool
 	// Users are the accounts that may log in: demo and DEMO_USERS.
 	Users []credential
+	// MaxSessionsPerUser is how many sessions one user may have at once
+	// (MAX_SESSIONS_PER_USER; the store's Config.MaxSessionsPerOwner): a
+	// login beyond it signs out the user's least recently used sessions.
+	// 0: no limit.
+	MaxSessionsPerUser int
 	// TrustedProxies are the proxies whose X-Forwarded-For header the
 	// telemetry believes, to record the client's address
 	// (TRUSTED_PROXIES: IP addresses and CIDR prefixes, comma-separated).
@@ -170,7 +180,23 @@ func loadConfig(getenv func(string) string) (config, error) {
 	if cfg.Users, err = parseUsers(getenv("DEMO_USERS")); err != nil {
 		return config{}, fmt.Errorf("DEMO_USERS: %w", err)
 	}
+	if cfg.MaxSessionsPerUser, err = parseSessionLimit(getenv("MAX_SESSIONS_PER_USER")); err != nil {
+		return config{}, fmt.Errorf("MAX_SESSIONS_PER_USER: %w", err)
+	}
 	return cfg, nil
+}
+
+// parseSessionLimit reads MAX_SESSIONS_PER_USER, s: a whole number from 0
+// (no limit) to maxSessionLimit. An empty s gives 0.
+func parseSessionLimit(s string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > maxSessionLimit {
+		return 0, fmt.Errorf("%q is not a whole number from 0 (no limit) to %d", s, maxSessionLimit)
+	}
+	return n, nil
 }
 
 // parseSessionKey decodes SESSION_KEY, s: hex, at least minKeyBytes. An
@@ -275,15 +301,15 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		return err
 	}
 	defer func() { err = joinErr(err, "", db.close(ctx)) }()
-	store, err := openStore(startCtx, cfg, db, key, logger)
+	store, activity, err := openStore(startCtx, cfg, db, key, logger)
 	if err != nil {
 		return err
 	}
 	defer store.Close() // stops the GC goroutine; never fails
-
 	handler, err := newApp(appOptions{
 		Store: store, Users: users, SessionKey: key, Logger: logger, Metrics: tel.Metrics,
 		Server: db.server, Expiry: store.Expiry(), Absolute: absoluteTimeout(cfg.MaxAge),
+		Activity: activity, MaxSessionsPerUser: cfg.MaxSessionsPerUser,
 		Ping: func(ctx context.Context) error { return db.client.Ping(ctx, readpref.Primary()) },
 	})
 	if err != nil {
@@ -347,26 +373,29 @@ func listenError(what, env, addr string, err error) error {
 	return fmt.Errorf("%s (%s): %w", prefix, env, err)
 }
 
-// openStore makes the session store on the sessions collection of db.
+// openStore makes the session store on the sessions collection of db,
+// and the activity log that its lifecycle events feed (Config.OnEvent).
 // Config.Expiry stays unset (ExpiryAuto): a TTL index where the server
 // has them, the GC goroutine where it does not.
-func openStore(ctx context.Context, cfg config, db *database, key []byte, logger *slog.Logger) (*mongostore.Store, error) {
+func openStore(ctx context.Context, cfg config, db *database, key []byte, logger *slog.Logger) (*mongostore.Store, *activityLog, error) {
 	coll := db.client.Database(cfg.DBName).Collection(collectionName)
 	absolute := absoluteTimeout(cfg.MaxAge)
-	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{Logger: logger, AbsoluteTimeout: absolute}, key)
+	activity := newActivityLog(activityPerUser, activityMaxUsers)
+	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{Logger: logger, AbsoluteTimeout: absolute,
+		MaxSessionsPerOwner: cfg.MaxSessionsPerUser, OnEvent: activity.record}, key)
 	if err != nil {
-		return nil, fmt.Errorf("session store: %w", err)
+		return nil, nil, fmt.Errorf("session store: %w", err)
 	}
 	store.MaxAge(int(cfg.MaxAge / time.Second))
 	store.Options.Secure = cfg.CookieSecure // with the default Path "/" and no Domain, as __Host- needs
 	mode, _ := describeExpiry(store.Expiry())
 	logger.Info("session store ready", "database", cfg.DBName, "collection", collectionName,
 		"expiry", mode, "max_age", cfg.MaxAge.String(), "absolute_timeout", absolute.String(),
-		"cookie_secure", cfg.CookieSecure)
+		"cookie_secure", cfg.CookieSecure, "max_sessions_per_user", cfg.MaxSessionsPerUser)
 	if !cfg.CookieSecure {
 		logger.Info("COOKIE_SECURE is off: cookies also travel over plain HTTP; set COOKIE_SECURE=true behind HTTPS")
 	}
-	return store, nil
+	return store, activity, nil
 }
 
 // serveHTTP serves handler on ln until ctx is cancelled, then shuts the

@@ -24,7 +24,7 @@ func TestLoadConfig(t *testing.T) {
 	}
 	// No SESSION_KEY: serve takes the key from DATA_DIR (loadOrCreateKey).
 	if cfg.Addr != defaultAddr || cfg.MongoURI != "" || cfg.DataDir != ".data" || cfg.DBName != "mongostore_example" ||
-		cfg.MaxAge != 24*time.Hour || cfg.SessionKey != nil || cfg.CookieSecure || cfg.OTLPTraces ||
+		cfg.MaxAge != 24*time.Hour || cfg.SessionKey != nil || cfg.CookieSecure || cfg.OTLPTraces || cfg.MaxSessionsPerUser != 0 ||
 		len(cfg.Users) != 1 || cfg.Users[0] != (credential{"demo", "demo"}) {
 		t.Errorf("defaults: %+v", cfg)
 	}
@@ -88,6 +88,24 @@ func TestLoadConfig(t *testing.T) {
 			t.Errorf("%s: no error, config %+v", name, cfg)
 		} else {
 			t.Logf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestLoadConfigSessionLimit checks MAX_SESSIONS_PER_USER: a whole number
+// from 0 (no limit, the default) to 1000.
+func TestLoadConfigSessionLimit(t *testing.T) {
+	for v, want := range map[string]int{"": 0, "0": 0, "1": 1, "3": 3, "1000": 1000} {
+		cfg, err := loadConfig(func(k string) string { return map[string]string{"MAX_SESSIONS_PER_USER": v}[k] })
+		if err != nil || cfg.MaxSessionsPerUser != want {
+			t.Errorf("MAX_SESSIONS_PER_USER=%q: %v, %v; want %v", v, cfg.MaxSessionsPerUser, err, want)
+		}
+	}
+	for _, v := range []string{"two", "-1", "1.5", "1001", " 2", "2 ", "0x10", "99999999999999999999"} {
+		_, err := loadConfig(func(k string) string { return map[string]string{"MAX_SESSIONS_PER_USER": v}[k] })
+		want := fmt.Sprintf("MAX_SESSIONS_PER_USER: %q is not a whole number from 0 (no limit) to 1000", v)
+		if err == nil || err.Error() != want {
+			t.Errorf("MAX_SESSIONS_PER_USER=%q: error %v, want %q", v, err, want)
 		}
 	}
 }

@@ -24,8 +24,10 @@ type shownPage struct {
 // returns them: the login form (fresh, after a wrong password, after the
 // session was signed out from another device, after a logout), the home
 // page (with the login's welcome, then without), the page of sessions
-// (this device only, two devices, after each kind of sign-out) and the
-// 404 page.
+// (this device only, two devices, after each kind of sign-out, with the
+// notice of a device signed out for the limit of sessions per user, in an
+// app of its own, and after it) and the 404 page. The page of sessions
+// shows the activity log in each of its states.
 func everyPage(t *testing.T) []shownPage {
 	t.Helper()
 	app := startApp(t, nil)
@@ -59,7 +61,25 @@ func everyPage(t *testing.T) []shownPage {
 	keep("not found", b1.get("/no-such-page"), http.StatusNotFound)
 	wantStatus(t, "POST /logout", b1.post("/logout", nil), http.StatusSeeOther, "/login")
 	keep("login, after logout", b1.get("/login"), http.StatusOK)
+	limitPages(t, keep)
 	return pages
+}
+
+// limitPages gives keep the page of sessions of an app with a limit of one
+// session per user, after a login beyond it: with its notice, then
+// without.
+func limitPages(t *testing.T, keep func(name string, r response, status int)) {
+	t.Helper()
+	app := startApp(t, func(c *config) { c.MaxSessionsPerUser = 1 })
+	b1, b2 := newBrowser(t, app.url), newBrowser(t, app.url)
+	b1.loginAs("demo", "demo", firefoxLinux)
+	b2.loginAs("demo", "demo", chromeAndroid)
+	r := b2.get("/sessions")
+	if !strings.Contains(r.body, `id="limit-notice"`) {
+		t.Errorf("no limit notice after a login beyond the limit:\n%s", r.body)
+	}
+	keep("sessions, the limit signed a device out", r, http.StatusOK)
+	keep("sessions, after the limit's notice", b2.get("/sessions"), http.StatusOK)
 }
 
 var (

@@ -305,15 +305,20 @@ func TestBadConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(), "SESSION_KEY=abcd")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
-		t.Fatalf("app with a short SESSION_KEY: %v, want exit code 2\n%s", err, out)
-	}
-	if !strings.Contains(string(out), "SESSION_KEY: 2 bytes, want at least 32") {
-		t.Errorf("unclear message: %s", out)
+	for _, tc := range []struct{ env, want string }{
+		{"SESSION_KEY=abcd", "SESSION_KEY: 2 bytes, want at least 32"},
+		{"MAX_SESSIONS_PER_USER=lots", `example: configuration: MAX_SESSIONS_PER_USER: "lots" is not a whole number from 0 (no limit) to 1000`},
+	} {
+		cmd := exec.Command(bin)
+		cmd.Env = append(os.Environ(), tc.env)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+			t.Fatalf("app with %s: %v, want exit code 2\n%s", tc.env, err, out)
+		}
+		if !strings.Contains(string(out), tc.want) {
+			t.Errorf("app with %s: unclear message: %s", tc.env, out)
+		}
 	}
 }
 

@@ -22,6 +22,17 @@ type sessionsPage struct {
 	Sessions []mongostore.OwnedSession
 	// Others is how many of them are not the current one.
 	Others int
+	// Current is the handle of the current session.
+	Current string
+	// LimitNotice, if not "", says which sessions the login of this one
+	// signed out to keep to the limit of sessions per user: once, on the
+	// first visit of the page after that login.
+	LimitNotice string
+	// Activity is the user's recent sign-ins and how they ended, the most
+	// recently changed first, from the activity log; ActivityKept is how
+	// many the log keeps.
+	Activity     []signIn
+	ActivityKept int
 }
 
 // noDevice stands for a session stored without a device label.
@@ -57,18 +68,31 @@ func (a *app) sessionList(w http.ResponseWriter, r *http.Request) {
 		a.databaseError(w, r, "list sessions", err)
 		return
 	}
-	flashes := stringFlashes(sess)
-	page := sessionsPage{Flashes: flashes, Username: name, Sessions: list}
+	page := sessionsPage{Flashes: stringFlashes(sess), Username: name, Sessions: list, ActivityKept: a.activity.perUser}
+	page.Current, page.Others = currentFirst(list)
+	var limited []string
+	page.Activity, limited = a.activity.forPage(name, page.Current)
+	if a.limit > 0 {
+		page.LimitNotice = limitNotice(limited, a.limit)
+	}
+	a.render(w, http.StatusOK, "sessions", page)
+}
+
+// currentFirst puts the current session of list (from ListSessions) first,
+// then the others, the most recently used first (as ListSessions orders
+// them), and labels those without a device label noDevice. It returns the
+// current session's handle ("" if none is) and how many others there are.
+func currentFirst(list []mongostore.OwnedSession) (current string, others int) {
 	for i, s := range list {
 		if s.Device == "" {
 			list[i].Device = noDevice
 		}
-		if !s.Current {
-			page.Others++
+		if s.Current {
+			current = s.Handle
+		} else {
+			others++
 		}
 	}
-	// This device first, then the others, the most recently used first
-	// (as ListSessions orders them).
 	slices.SortStableFunc(list, func(x, y mongostore.OwnedSession) int {
 		switch {
 		case x.Current == y.Current:
@@ -79,7 +103,7 @@ func (a *app) sessionList(w http.ResponseWriter, r *http.Request) {
 			return 1
 		}
 	})
-	a.render(w, http.StatusOK, "sessions", page)
+	return current, others
 }
 
 // endSession serves POST /sessions/end: it ends the user's session named
