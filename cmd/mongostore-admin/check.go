@@ -63,7 +63,7 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 	defer func() {
 		if derr := drop(); derr != nil {
 			fmt.Fprintf(a.stderr, "mongostore-admin check: %v\n", derr)
-			err = cmp.Or(err, error(problemError{"check left its scratch collection or database behind"}))
+			err = cmp.Or(err, problemf("check left its scratch collection or database behind"))
 		}
 	}()
 	pr, err := runProbes(ctx, scratch)
@@ -78,7 +78,7 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 	checkConcerns(ctx, c, info, r)
 	r.line("scratch", "%s.%s, dropped at the end", scratch.Database().Name(), scratch.Name())
 	if fails != "" {
-		return problemError{fails}
+		return problemf("%s", fails)
 	}
 	return nil
 }

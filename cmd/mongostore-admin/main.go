@@ -91,17 +91,14 @@ type body struct {
 var commands = []command{statsCommand, sessionsCommand, endCommand, rekeyCommand, checkCommand}
 
 // usageError is a mistake in the command line or the configuration (exit
-// 2); problemError a finding that makes the run fail (exit 1) after its
-// report is printed.
+// 2); problemError a finding that fails the run (exit 1) after its report.
 type (
-	usageError   struct{ msg string }
-	problemError struct{ msg string }
+	usageError   struct{ error }
+	problemError struct{ error }
 )
 
-func (e usageError) Error() string   { return e.msg }
-func (e problemError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+func usagef(format string, args ...any) error   { return usageError{fmt.Errorf(format, args...)} }
+func problemf(format string, args ...any) error { return problemError{fmt.Errorf(format, args...)} }
 
 func (a *app) run(ctx context.Context, args []string) int {
 	if len(args) == 0 {

@@ -28,16 +28,13 @@ again; it never deletes, and leaves a session saved meanwhile to that save.
 it changed, and exits 1 if some sessions verify with none of the keys.`,
 	flags: func(fs *flag.FlagSet) body {
 		dry := fs.Bool("dry-run", false, "count what would change, change nothing")
-		return body{run: func(ctx context.Context, a *app, c *conn) error { return a.rekey(ctx, c, *dry) }}
+		return body{run: func(ctx context.Context, a *app, c *conn) error {
+			return a.keyedStore(ctx, c, "nothing was changed", func(s *mongostore.Store, none string) error { return a.rekey(ctx, s, none, *dry) })
+		}}
 	},
 }
 
-func (a *app) rekey(ctx context.Context, c *conn, dry bool) error {
-	store, none, err := a.keyedStore(ctx, c, "nothing was changed")
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+func (a *app) rekey(ctx context.Context, store *mongostore.Store, none string, dry bool) error {
 	start := time.Now()
 	progress := func(rc mongostore.RekeyCounts) {
 		fmt.Fprintf(a.stderr, "rekey: %d sessions read, %d re-sealed, %d unverified (%.0f/s)\n",
@@ -52,7 +49,7 @@ func (a *app) rekey(ctx context.Context, c *conn, dry bool) error {
 	case err != nil:
 		return fmt.Errorf("%w (what was re-sealed stays so: run rekey again to finish)", err)
 	case rc.Unverified > 0:
-		return problemError{fmt.Sprintf("%s verify with none of the keys given: give every key pair the application has, first the new one", plural(int(rc.Unverified), "session"))}
+		return problemf("%s verify with none of the keys given: give every key pair the application has, first the new one", plural(int(rc.Unverified), "session"))
 	}
 	return nil
 }

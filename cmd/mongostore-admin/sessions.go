@@ -34,7 +34,9 @@ if they read none of the collection's sessions.`,
 	flags: func(fs *flag.FlagSet) body {
 		owner, validate := ownerFlag(fs, "list")
 		asJSON := fs.Bool("json", false, "print the sessions as JSON")
-		return body{validate, func(ctx context.Context, a *app, c *conn) error { return a.sessions(ctx, c, *owner, *asJSON) }}
+		return body{validate, func(ctx context.Context, a *app, c *conn) error {
+			return a.keyedStore(ctx, c, "nothing was listed", func(s *mongostore.Store, none string) error { return a.sessions(ctx, s, none, *owner, *asJSON) })
+		}}
 	},
 }
 
@@ -55,7 +57,9 @@ reads none of the collection's sessions.`,
 	flags: func(fs *flag.FlagSet) body {
 		owner, validate := ownerFlag(fs, "end")
 		handle := fs.String("handle", "", "end only the session with this handle (see 'sessions')")
-		return body{validate, func(ctx context.Context, a *app, c *conn) error { return a.end(ctx, c, *owner, *handle) }}
+		return body{validate, func(ctx context.Context, a *app, c *conn) error {
+			return a.keyedStore(ctx, c, "nothing was deleted", func(s *mongostore.Store, none string) error { return a.end(ctx, s, none, *owner, *handle) })
+		}}
 	},
 }
 
@@ -70,15 +74,17 @@ func ownerFlag(fs *flag.FlagSet, verb string) (*string, func() error) {
 	}
 }
 
-// keyedStore returns a store (ExpiryNone: it changes nothing, starts no
-// goroutine; warnings to standard error) with SESSION_KEY's keys, having
-// checked that they read c's sessions (done says what was done if not),
-// and, if there are none, a note that says so.
-func (a *app) keyedStore(ctx context.Context, c *conn, done string) (store *mongostore.Store, none string, err error) {
+// keyedStore runs f with a store of SESSION_KEY's keys (ExpiryNone: it
+// changes nothing, starts no goroutine; warnings to standard error), having
+// checked that they read c's sessions (done says what was done if not);
+// none notes that c holds no sessions, if so.
+func (a *app) keyedStore(ctx context.Context, c *conn, done string, f func(store *mongostore.Store, none string) error) error {
 	sample, err := a.sessionSample(ctx, c)
 	if err != nil {
-		return nil, "", err
-	} else if len(sample) == 0 {
+		return err
+	}
+	none := ""
+	if len(sample) == 0 {
 		none = " (" + c.name() + " holds no sessions)"
 	}
 	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -86,15 +92,15 @@ func (a *app) keyedStore(ctx context.Context, c *conn, done string) (store *mong
 	if d, ok := ctx.Deadline(); ok {
 		timeout = max(time.Until(d), time.Millisecond)
 	}
-	store, err = mongostore.NewStore(ctx, c.coll, mongostore.Config{Expiry: mongostore.ExpiryNone, Logger: logger, Timeout: timeout}, c.keyPairs...)
+	store, err := mongostore.NewStore(ctx, c.coll, mongostore.Config{Expiry: mongostore.ExpiryNone, Logger: logger, Timeout: timeout}, c.keyPairs...)
 	if err != nil {
-		return nil, "", fmt.Errorf("session store: %w", err)
+		return fmt.Errorf("session store: %w", err)
 	}
+	defer store.Close()
 	if err := a.checkKeys(store, c, sample, done); err != nil {
-		store.Close()
-		return nil, "", err
+		return err
 	}
-	return store, none, nil
+	return f(store, none)
 }
 
 // ownedSession is a session as sessions -json prints it.
@@ -106,12 +112,7 @@ type ownedSession struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
-func (a *app) sessions(ctx context.Context, c *conn, owner string, asJSON bool) error {
-	store, none, err := a.keyedStore(ctx, c, "nothing was listed")
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+func (a *app) sessions(ctx context.Context, store *mongostore.Store, none, owner string, asJSON bool) error {
 	list, err := store.ListSessions(ctx, owner, nil)
 	switch {
 	case err != nil:
@@ -135,20 +136,14 @@ func (a *app) sessions(ctx context.Context, c *conn, owner string, asJSON bool) 
 	return tw.Flush()
 }
 
-func (a *app) end(ctx context.Context, c *conn, owner, handle string) error {
-	store, none, err := a.keyedStore(ctx, c, "nothing was deleted")
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+func (a *app) end(ctx context.Context, store *mongostore.Store, none, owner, handle string) error {
 	if handle != "" {
 		s, ended, err := store.EndSession(ctx, owner, handle, nil)
 		switch {
 		case err != nil:
 			return err
 		case !ended:
-			return problemError{fmt.Sprintf("no live session of %q has the handle %q (list them: mongostore-admin sessions -owner %s)",
-				owner, handle, shellQuote(owner))}
+			return problemf("no live session of %q has the handle %q (list them: mongostore-admin sessions -owner %s)", owner, handle, shellQuote(owner))
 		}
 		_, err = fmt.Fprintf(a.stdout, "ended the session %s of %q (%s, last saved %s UTC)\n", s.Handle, owner,
 			cmp.Or(printable(s.Device), "no device label"), utc(s.UpdatedAt))

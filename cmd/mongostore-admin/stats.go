@@ -124,22 +124,19 @@ func (a *app) stats(ctx context.Context, c *conn, o statsOptions) error {
 
 // keyCounts counts, with SESSION_KEY set, the live sessions each key pair
 // verifies (reading every one of them); nil without it.
-func (a *app) keyCounts(ctx context.Context, c *conn) (*mongostore.RekeyCounts, error) {
-	var err error
+func (a *app) keyCounts(ctx context.Context, c *conn) (rc *mongostore.RekeyCounts, err error) {
 	if a.getenv("SESSION_KEY") == "" {
 		return nil, nil
 	} else if c.keyPairs, err = parseKeys(a.getenv("SESSION_KEY"), a.getenv("SESSION_BLOCK_KEY")); err != nil {
 		return nil, err
 	}
-	store, _, err := a.keyedStore(ctx, c, "")
-	if err != nil {
-		return nil, err
-	}
-	defer store.Close()
-	done := step(a.stderr, a.progressAfter, "stats", "reading every live session to count what each key pair verifies")
-	rc, err := store.Rekey(ctx, true, nil)
-	done()
-	return &rc, err
+	err = a.keyedStore(ctx, c, "", func(store *mongostore.Store, _ string) error {
+		defer step(a.stderr, a.progressAfter, "stats", "reading every live session to count what each key pair verifies")()
+		counts, err := store.Rekey(ctx, true, nil)
+		rc = &counts
+		return err
+	})
+	return rc, err
 }
 
 // printJSON writes v to w as indented JSON.
