@@ -81,8 +81,7 @@ type command struct {
 	flags                      func(fs *flag.FlagSet) body
 }
 
-// body is what a command does once its flags are parsed: validate checks
-// them (nil: nothing to check) before anything connects, run runs.
+// body runs a command (run) once validate, if any, has checked its flags.
 type body struct {
 	validate func() error
 	run      func(ctx context.Context, a *app, c *conn) error
@@ -125,8 +124,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	return exitUsage
 }
 
-// moduleVersion returns the version of the module built, as info (nil: none)
-// says: "v1.4.0" after go install …@v1.4.0, "(devel)" in a working tree.
+// moduleVersion returns info's module version: "v1.4.0" after go install …@v1.4.0, else "(devel)".
 func moduleVersion(info *debug.BuildInfo) string {
 	if info == nil || info.Main.Version == "" {
 		return "(devel)"
@@ -158,10 +156,10 @@ const envHelp = `Environment:
 func (a *app) runCommand(ctx context.Context, cmd command, args []string) int {
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var common commonFlags
-	fs.StringVar(&common.db, "db", "", "the database (default $DB_NAME, or "+defaultDBName+")")
-	fs.StringVar(&common.collection, "collection", "", "the sessions collection (default $SESSION_COLLECTION, or "+defaultCollection+")")
-	fs.DurationVar(&common.timeout, "timeout", defaultTimeout, "bound on the whole command")
+	c := &conn{}
+	fs.StringVar(&c.db, "db", "", "the database (default $DB_NAME, or "+defaultDBName+")")
+	fs.StringVar(&c.collection, "collection", "", "the sessions collection (default $SESSION_COLLECTION, or "+defaultCollection+")")
+	fs.DurationVar(&c.timeout, "timeout", defaultTimeout, "bound on the whole command")
 	b := cmd.flags(fs)
 	err := fs.Parse(args)
 	if err == nil && fs.NArg() > 0 {
@@ -176,7 +174,7 @@ func (a *app) runCommand(ctx context.Context, cmd command, args []string) int {
 		cmd.printUsage(a.stderr, fs)
 		return exitUsage
 	}
-	if err = a.start(ctx, cmd, common, b); err == nil {
+	if err = a.start(ctx, cmd, c, b); err == nil {
 		return exitOK
 	}
 	fmt.Fprintf(a.stderr, "mongostore-admin %s: %v\n", cmd.name, err)
@@ -196,31 +194,24 @@ func (cmd command) printUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, "\n"+envHelp)
 }
 
-// commonFlags are the flags every command has.
-type commonFlags struct {
+// conn is what a command works on: the flags every command has, the collection, the URI, its
+// options as the URI alone sets them, its hosts (no credentials), and the key pairs (or nil).
+type conn struct {
 	db, collection string
 	timeout        time.Duration
-}
-
-// conn is what a command works on: the collection, the URI, its options
-// (as the URI alone sets them), its hosts (no credentials), and the key
-// pairs for NewStore (nil unless the command needs keys).
-type conn struct {
-	client      *mongo.Client
-	coll        *mongo.Collection
-	uri, server string
-	opts        *options.ClientOptions
-	keyPairs    [][]byte
+	client         *mongo.Client
+	coll           *mongo.Collection
+	uri, server    string
+	opts           *options.ClientOptions
+	keyPairs       [][]byte
 }
 
 // name returns the collection's full name, db.collection.
 func (c *conn) name() string { return c.coll.Database().Name() + "." + c.coll.Name() }
 
-// start reads the configuration (the flags common, then the environment),
-// connects, and runs the command body.
-func (a *app) start(ctx context.Context, cmd command, common commonFlags, b body) (err error) {
-	c := &conn{uri: a.getenv("MONGODB_URI")}
-	if b.validate != nil {
+// start checks the configuration (c's flags, then the environment), connects, and runs b.
+func (a *app) start(ctx context.Context, cmd command, c *conn, b body) (err error) {
+	if c.uri = a.getenv("MONGODB_URI"); b.validate != nil {
 		err = b.validate()
 	}
 	switch {
@@ -228,8 +219,8 @@ func (a *app) start(ctx context.Context, cmd command, common commonFlags, b body
 		return err
 	case c.uri == "":
 		return usagef("MONGODB_URI is not set: give the connection string of the server that holds the sessions, e.g. MONGODB_URI=mongodb://localhost:27017/")
-	case common.timeout <= 0:
-		return usagef("-timeout %v: must be positive", common.timeout)
+	case c.timeout <= 0:
+		return usagef("-timeout %v: must be positive", c.timeout)
 	}
 	if cmd.keys {
 		if c.keyPairs, err = parseKeys(a.getenv("SESSION_KEY"), a.getenv("SESSION_BLOCK_KEY")); err != nil {
@@ -241,10 +232,10 @@ func (a *app) start(ctx context.Context, cmd command, common commonFlags, b body
 	if err := c.opts.Validate(); err != nil {
 		return usagef("MONGODB_URI: not a valid connection string: %s", connstr.MaskParseError(err.Error(), c.uri))
 	}
-	ctx, cancel := context.WithTimeout(ctx, common.timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	disconnect, err := c.connect(ctx, cmp.Or(common.db, a.getenv("DB_NAME"), defaultDBName),
-		cmp.Or(common.collection, a.getenv("SESSION_COLLECTION"), defaultCollection))
+	disconnect, err := c.connect(ctx, cmp.Or(c.db, a.getenv("DB_NAME"), defaultDBName),
+		cmp.Or(c.collection, a.getenv("SESSION_COLLECTION"), defaultCollection))
 	if err != nil {
 		return err
 	}
@@ -255,18 +246,14 @@ func (a *app) start(ctx context.Context, cmd command, common commonFlags, b body
 	case ctx.Err() == nil || errors.As(err, new(problemError)):
 		return errors.New(connstr.Redact(err.Error(), c.uri))
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("%s (the -timeout of %v ran out)", connstr.Redact(err.Error(), c.uri), common.timeout)
+		return fmt.Errorf("%s (the -timeout of %v ran out)", connstr.Redact(err.Error(), c.uri), c.timeout)
 	}
 	return fmt.Errorf("interrupted: %s", connstr.Redact(err.Error(), c.uri))
 }
 
-// connect connects to c's server, as the URI says but reading from the
-// primary, as the store does, and opens the collection db.coll.
+// connect connects as the URI says, but reading from the primary as the store does, to db.coll.
 func (c *conn) connect(ctx context.Context, db, coll string) (disconnect func(), err error) {
-	opts := options.Client().SetServerSelectionTimeout(selectTimeout).ApplyURI(c.uri).SetReadPreference(readpref.Primary())
-	if opts.AppName == nil {
-		opts.SetAppName("mongostore-admin")
-	}
+	opts := options.Client().SetAppName("mongostore-admin").SetServerSelectionTimeout(selectTimeout).ApplyURI(c.uri).SetReadPreference(readpref.Primary())
 	if c.client, err = mongo.Connect(opts); err != nil {
 		return nil, fmt.Errorf("connect to %s: %s", c.server, connstr.Redact(err.Error(), c.uri))
 	}
@@ -283,9 +270,8 @@ func (c *conn) connect(ctx context.Context, db, coll string) (disconnect func(),
 	return disconnect, nil
 }
 
-// parseKeys reads SESSION_KEY and SESSION_BLOCK_KEY into NewStore's key
-// pairs. SESSION_KEY is what the sample app takes (hex, at least 32 bytes),
-// or several such keys, comma-separated, the current one first.
+// parseKeys reads SESSION_KEY (the sample app's: hex, at least 32 bytes; or
+// several, comma-separated, the current first) and SESSION_BLOCK_KEY.
 func parseKeys(hashKeys, blockKeys string) ([][]byte, error) {
 	if strings.TrimSpace(hashKeys) == "" {
 		return nil, usagef("SESSION_KEY is not set: this command needs the application's session key " +
@@ -312,8 +298,7 @@ func parseKeys(hashKeys, blockKeys string) ([][]byte, error) {
 	return pairs, nil
 }
 
-// hexKey decodes s, the key called name: a hash key of at least sizes[0]
-// bytes, or a block key of one of sizes (nil if blank).
+// hexKey decodes s, the key name: a hash key of at least sizes[0] bytes, or a block key of one of sizes (nil if blank).
 func hexKey(name, s string, sizes ...int) ([]byte, error) {
 	key, err := hex.DecodeString(strings.TrimSpace(s))
 	switch {
@@ -329,8 +314,7 @@ func hexKey(name, s string, sizes ...int) ([]byte, error) {
 	return key, nil
 }
 
-// report writes lines of a label, in a column of width, and a value;
-// more, with no label.
+// report writes lines of a label, in a column of width, and a value (more: no label).
 type report struct {
 	w     io.Writer
 	width int
@@ -341,8 +325,7 @@ func (r report) line(label, format string, args ...any) {
 }
 func (r report) more(format string, args ...any) { r.line("", format, args...) }
 
-// requireCollection returns an error unless c's collection exists; the
-// error names the database's collections.
+// requireCollection fails unless c's collection exists, naming the database's collections.
 func (c *conn) requireCollection(ctx context.Context) error {
 	db := c.coll.Database()
 	all, err := db.ListCollectionNames(ctx, bson.D{})
@@ -352,13 +335,9 @@ func (c *conn) requireCollection(ctx context.Context) error {
 	if slices.Contains(all, c.coll.Name()) {
 		return nil
 	}
-	have := "it has no collections"
 	if slices.Sort(all); len(all) > 10 {
 		all = append(all[:10], "…")
 	}
-	if len(all) > 0 {
-		have = "it has " + strings.Join(all, ", ")
-	}
-	return fmt.Errorf("collection %s does not exist on %s (%s): check DB_NAME or -db, and SESSION_COLLECTION or -collection",
-		c.name(), c.server, have)
+	return fmt.Errorf("collection %s does not exist on %s (it has %s): check DB_NAME or -db, and SESSION_COLLECTION or -collection",
+		c.name(), c.server, cmp.Or(strings.Join(all, ", "), "no collections"))
 }

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -74,25 +75,17 @@ func ownerFlag(fs *flag.FlagSet, verb string) (*string, func() error) {
 	}
 }
 
-// keyedStore runs f with a store of SESSION_KEY's keys (ExpiryNone: it
-// changes nothing, starts no goroutine; warnings to standard error), having
-// checked that they read c's sessions (done says what was done if not);
-// none notes that c holds no sessions, if so.
+// keyedStore runs f with a store of c's keys (ExpiryNone: it changes nothing) once they read
+// c's sessions (done says what was done if not); none notes that c holds none, if so.
 func (a *app) keyedStore(ctx context.Context, c *conn, done string, f func(store *mongostore.Store, none string) error) error {
 	sample, err := a.sessionSample(ctx, c)
 	if err != nil {
 		return err
 	}
-	none := ""
-	if len(sample) == 0 {
-		none = " (" + c.name() + " holds no sessions)"
-	}
-	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	timeout := time.Minute
-	if d, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(d), time.Millisecond)
-	}
-	store, err := mongostore.NewStore(ctx, c.coll, mongostore.Config{Expiry: mongostore.ExpiryNone, Logger: logger, Timeout: timeout}, c.keyPairs...)
+	deadline, _ := ctx.Deadline() // start's -timeout
+	cfg := mongostore.Config{Expiry: mongostore.ExpiryNone, Timeout: max(time.Until(deadline), time.Millisecond),
+		Logger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	store, err := mongostore.NewStore(ctx, c.coll, cfg, c.keyPairs...)
 	if err != nil {
 		return fmt.Errorf("session store: %w", err)
 	}
@@ -100,7 +93,7 @@ func (a *app) keyedStore(ctx context.Context, c *conn, done string, f func(store
 	if err := a.checkKeys(store, c, sample, done); err != nil {
 		return err
 	}
-	return f(store, none)
+	return f(store, map[bool]string{true: " (" + c.name() + " holds no sessions)"}[len(sample) == 0])
 }
 
 // ownedSession is a session as sessions -json prints it.
@@ -172,8 +165,7 @@ func plural(n int, noun string) string {
 // utc formats t for the tables, in UTC, to the second.
 func utc(t time.Time) string { return t.UTC().Format(time.DateTime) }
 
-// printable returns s, quoted unless all printable: a device label comes
-// from a User-Agent, and must send no escape sequence to the terminal.
+// printable returns s, quoted unless all printable: a device label, from a User-Agent, must not reach the terminal raw.
 func printable(s string) string {
 	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 		return strconv.Quote(s)
@@ -192,9 +184,8 @@ func shellQuote(s string) string {
 // sampleSize is how many documents tell what a collection holds.
 const sampleSize = 10
 
-// sessionSample returns the sessions among a sample of c's documents: the
-// live ones that expire last (the latest saved, with the current keys), or
-// any. It fails if the collection is missing, or not the store's.
+// sessionSample returns the sessions among a sample of c's documents: the live ones that expire
+// last (the latest saved, with the current keys), or any; it fails if c is missing, or not the store's.
 func (a *app) sessionSample(ctx context.Context, c *conn) ([]bson.Raw, error) {
 	if err := c.requireCollection(ctx); err != nil {
 		return nil, err
@@ -245,20 +236,12 @@ func (a *app) sessionsOf(c *conn, docs []bson.Raw, err error) ([]bson.Raw, error
 	return sessions, nil
 }
 
-// checkKeys fails if store, with SESSION_KEY's keys, reads none of
-// sessions, sampled from c; done says what the command did then.
+// checkKeys fails if store reads none of sessions, sampled from c; done says what was done.
 func (a *app) checkKeys(store *mongostore.Store, c *conn, sessions []bson.Raw, done string) error {
-	var first error
-	for _, doc := range sessions {
-		err := store.CheckDocument(doc)
-		if err == nil {
-			return nil
-		}
-		first = cmp.Or(first, err)
-	}
-	if first == nil {
+	if len(sessions) == 0 || slices.ContainsFunc(sessions, func(doc bson.Raw) bool { return store.CheckDocument(doc) == nil }) {
 		return nil
 	}
+	first := store.CheckDocument(sessions[0])
 	names := map[bool]string{false: "SESSION_KEY", true: "SESSION_KEY and SESSION_BLOCK_KEY"}[a.getenv("SESSION_BLOCK_KEY") != ""]
 	return fmt.Errorf("the keys of %s do not match the application's: none of the %s sampled from %s "+
 		"can be read with them (%v); %s", names, plural(len(sessions), "session"), c.name(), first, done)
