@@ -26,9 +26,9 @@ var checkCommand = command{
 Asks the server what it is (buildInfo, hello), tries on a scratch
 collection, which it drops afterwards, whether it accepts a TTL index and
 whether collMod turns a plain index into a TTL one, says what NewStore
-with ExpiryAuto would do with the collection as it is, and compares the
-read preference and write concern of MONGODB_URI with what the store
-uses. Exits 1 if NewStore would fail there. Needs no SESSION_KEY.`,
+with ExpiryAuto would do with the collection, and compares MONGODB_URI's
+read preference and write concern with the store's. Exits 1 if NewStore
+would fail there. Needs no SESSION_KEY.`,
 	flags: func(fs *flag.FlagSet) body {
 		return body{run: func(ctx context.Context, a *app, c *conn) error { return a.check(ctx, c) }}
 	},

@@ -1,20 +1,10 @@
 // Command mongostore-admin looks after a mongostore sessions collection:
-// how many sessions it holds, how far behind their deletion is, what the
-// server supports, and a user's sessions, which it lists or ends.
-//
-//	mongostore-admin stats                 counts, expiry lag, indexes, document sizes
-//	mongostore-admin sessions -owner alice a user's live sessions (needs SESSION_KEY)
-//	mongostore-admin end -owner alice      end all of a user's sessions (needs SESSION_KEY)
-//	mongostore-admin rekey                 re-seal every session under the first key (needs SESSION_KEY)
-//	mongostore-admin check                 what the server supports, what the store does there
-//	mongostore-admin -version              the module version it was built from
-//
-// It is configured like the sample app, from the environment: MONGODB_URI,
-// DB_NAME, SESSION_COLLECTION, SESSION_KEY and SESSION_BLOCK_KEY (see -h,
-// and docs/operator.md). Exit codes: 0 done, 1 failure (the server, a
-// command, or a problem found), 2 usage (flags, arguments, configuration).
-//
-// Install it with
+// its counts, expiry lag and indexes (stats), a user's sessions, which it
+// lists (sessions) or ends (end), re-sealing every session under a new key
+// (rekey), and what the server supports and the store does there (check).
+// It reads the sample app's settings from the environment (MONGODB_URI,
+// DB_NAME, SESSION_COLLECTION, SESSION_KEY, SESSION_BLOCK_KEY); see -h and
+// docs/operator.md. Exit codes: 0 done, 1 failure, 2 usage. Install it with
 //
 //	go install github.com/mongostore/mongostore/cmd/mongostore-admin@latest
 package main
@@ -146,8 +136,8 @@ const envHelp = `Environment:
   MONGODB_URI         the server's connection string (required)
   DB_NAME             the database (default ` + defaultDBName + `; flag -db)
   SESSION_COLLECTION  the collection (default ` + defaultCollection + `; flag -collection)
-  SESSION_KEY         the application's hash key in hex, at least 32 bytes (sessions, end);
-                      after a key rotation, the older keys after it, comma-separated
+  SESSION_KEY         the application's hash key in hex, at least 32 bytes (sessions, end, rekey,
+                      stats); after a key rotation, the older keys after it, comma-separated
   SESSION_BLOCK_KEY   the application's block key in hex, if it encrypts session values
                       (one per SESSION_KEY key, comma-separated)
 `

@@ -17,15 +17,12 @@ var rekeyCommand = command{
 	keys:    true,
 	help: `
 Re-seals every live session under the first key pair of SESSION_KEY (and
-SESSION_BLOCK_KEY): its MAC, its encryption when that pair has a block key,
-and its owner digest (Store.Rekey), so that the older pairs can be removed
-without signing anybody out. Give the new pair first and the old ones
-after it, as the application has them. With a block key first and a pair
-without one after it, the sessions stored plain get encrypted. It can run
-twice (a session already sealed so is left alone), so after a cut, run it
-again; it never deletes, and leaves a session saved meanwhile to that save.
--dry-run counts only. Progress goes to standard error; it ends with what
-it changed, and exits 1 if some sessions verify with none of the keys.`,
+SESSION_BLOCK_KEY), owner digest included (Store.Rekey), so that the older
+pairs can go without signing anybody out: give the new pair first, the
+old ones after it. With a block key in the first pair only, it encrypts
+the sessions stored plain. It never deletes, and can run again after a
+cut; -dry-run counts only. Progress goes to standard error; it exits 1 if
+some sessions verify with none of the keys.`,
 	flags: func(fs *flag.FlagSet) body {
 		dry := fs.Bool("dry-run", false, "count what would change, change nothing")
 		return body{run: func(ctx context.Context, a *app, c *conn) error {

@@ -25,13 +25,11 @@ var sessionsCommand = command{
 	usage:   "-owner user [-json] [-db name] [-collection name]",
 	keys:    true,
 	help: `
-Lists the live sessions of a user, the latest saved first, as the
-application's own page does (Store.ListSessions): each one's handle (for
-'end -handle'), device label, and when it was created, last saved and
-expires, in UTC. Only sessions whose authenticated values name the user
-are listed, so it needs the application's key: SESSION_KEY (and
-SESSION_BLOCK_KEY if the application encrypts session values); it fails
-if they read none of the collection's sessions.`,
+Lists a user's live sessions, the latest saved first (Store.ListSessions):
+each one's handle (for 'end -handle'), device label, and when it was
+created, last saved and expires, in UTC. It needs the application's keys,
+SESSION_KEY (and SESSION_BLOCK_KEY if it encrypts session values), and
+fails if they read none of the collection's sessions.`,
 	flags: func(fs *flag.FlagSet) body {
 		owner, validate := ownerFlag(fs, "list")
 		asJSON := fs.Bool("json", false, "print the sessions as JSON")
@@ -47,14 +45,12 @@ var endCommand = command{
 	usage:   "-owner user [-handle h] [-db name] [-collection name]",
 	keys:    true,
 	help: `
-Ends every session of a user (Store.EndOtherSessions with no current
-session), as after a password change, and prints how many documents were
-deleted; with -handle, only the session of that handle (from 'sessions').
-Ended means ended: the documents are deleted, so each device's next
-request gets a fresh session, and a save under way there fails instead of
-bringing its session back. Needs the application's key, SESSION_KEY: the
-owner is found by a digest keyed with it; it deletes nothing if the key
-reads none of the collection's sessions.`,
+Ends every session of a user (Store.EndOtherSessions), as after a password
+change, and prints how many; with -handle, only that one (see 'sessions').
+Ended means ended: the documents are deleted, so a device's next request
+gets a fresh session, and a save under way there fails instead of bringing
+its session back. Needs SESSION_KEY; deletes nothing if it reads none of
+the collection's sessions.`,
 	flags: func(fs *flag.FlagSet) body {
 		owner, validate := ownerFlag(fs, "end")
 		handle := fs.String("handle", "", "end only the session with this handle (see 'sessions')")

@@ -24,18 +24,14 @@ var statsCommand = command{
 	summary: "sessions live and expired, how far their deletion lags, indexes, document sizes",
 	usage:   "[-sample n] [-exact] [-json] [-db name] [-collection name]",
 	help: `
-Counts the collection's sessions, live and expired but not yet deleted, and
+Counts the collection's sessions, live and expired but not yet deleted,
 says how long ago the oldest expired one expired (how far the TTL monitor
-or the GC lags), which expiry mode the indexes imply (TTL, GC, none) and
-whether they are what the store expects, and the percentiles of the
-documents' BSON size, from a random sample. It reads indexes and metadata,
-not every document: the expired sessions are counted on the expiresAt
-index, the documents taken from the collection's metadata, and live is the
-difference, unless -exact counts them too (slower on a large collection).
-With SESSION_KEY (and SESSION_BLOCK_KEY) set, it also reads every live
-session to count how many each key pair verifies: what still depends on it
-in a key rotation (see rekey). Fails on a collection that holds no
-sessions.`,
+or the GC lags), which expiry mode the indexes imply and whether they are
+what the store expects, and the percentiles of the documents' BSON size,
+from a random sample. Expired ones are counted on the expiresAt index, the
+documents taken from the metadata, live is the difference (-exact counts
+them: slower). With SESSION_KEY, it reads every live session to count what
+each key pair verifies (see rekey).`,
 	flags: func(fs *flag.FlagSet) body {
 		sample := fs.Int("sample", 1000, "documents to sample for sizes (0: none)")
 		exact := fs.Bool("exact", false, "count live sessions and documents exactly, on the index (slower)")
