@@ -26,9 +26,9 @@ var checkCommand = command{
 Asks the server what it is (buildInfo, hello), tries on a scratch
 collection, which it drops afterwards, whether it accepts a TTL index and
 whether collMod turns a plain index into a TTL one, says what NewStore
-with ExpiryAuto would do with the collection as it is, and compares the
-read preference and write concern of MONGODB_URI with what the store
-uses. Exits 1 if NewStore would fail there. Needs no SESSION_KEY.`,
+with ExpiryAuto would do with the collection, and compares MONGODB_URI's
+read preference and write concern with the store's. Exits 1 if NewStore
+would fail there. Needs no SESSION_KEY.`,
 	flags: func(fs *flag.FlagSet) body {
 		return body{run: func(ctx context.Context, a *app, c *conn) error { return a.check(ctx, c) }}
 	},
@@ -37,9 +37,8 @@ uses. Exits 1 if NewStore would fail there. Needs no SESSION_KEY.`,
 // scratchPrefix starts the name of check's scratch collections.
 const scratchPrefix = "mongostore_admin_check_"
 
-// probe is the server's answer to a trial (NotAsked: not tried), and its
-// error; probes are check's: a TTL index, collMod of a plain index into a
-// TTL one, and of a TTL index's expireAfterSeconds.
+// probe is the server's answer to a trial (NotAsked: not tried), and its error; probes are check's
+// trials: a TTL index, collMod of a plain index to a TTL one, and of a TTL's expireAfterSeconds.
 type (
 	probe struct {
 		answer setup.Answer
@@ -63,7 +62,7 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 	defer func() {
 		if derr := drop(); derr != nil {
 			fmt.Fprintf(a.stderr, "mongostore-admin check: %v\n", derr)
-			err = cmp.Or(err, error(problemError{"check left its scratch collection or database behind"}))
+			err = cmp.Or(err, problemf("check left its scratch collection or database behind"))
 		}
 	}()
 	pr, err := runProbes(ctx, scratch)
@@ -78,7 +77,7 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 	checkConcerns(ctx, c, info, r)
 	r.line("scratch", "%s.%s, dropped at the end", scratch.Database().Name(), scratch.Name())
 	if fails != "" {
-		return problemError{fails}
+		return problemf("%s", fails)
 	}
 	return nil
 }
@@ -103,8 +102,7 @@ func (a *app) checkCollection(ctx context.Context, c *conn, r report) ([]setup.I
 	return listIndexes(ctx, c.coll)
 }
 
-// scratch returns a new scratch collection in c's database, and the function
-// that drops it, and the database if check created it (as MongoDB would).
+// scratch returns a scratch collection in c's database, and a function that drops it (and the database, if new).
 func (a *app) scratch(ctx context.Context, c *conn) (*mongo.Collection, func() error) {
 	db := c.coll.Database()
 	existed, err := listed(ctx, db)
@@ -138,9 +136,7 @@ func listed(ctx context.Context, db *mongo.Database) (bool, error) {
 	return len(names) > 0, wrap("list databases", err)
 }
 
-// runProbes tries the probes on the empty collection scratch. Network
-// failures and timeouts are errors; the server's answers are results, read
-// as the store reads them (setup.Read).
+// runProbes tries the probes on scratch, reading answers as the store does (setup.Read); failures are errors.
 func runProbes(ctx context.Context, scratch *mongo.Collection) (p probes, err error) {
 	create := func(ttl ...int32) error {
 		opts := options.Index()
@@ -214,9 +210,7 @@ func (pr probes) print(r report) {
 	r.line(label, "a plain index to a TTL one: %s", pr.toTTL.result())
 }
 
-// predict says what NewStore with ExpiryAuto (the default) would do with a
-// collection that has indexes: it follows setup.Decide, as NewStore does,
-// with the probes' answers. fails is non-empty if NewStore would fail.
+// predict says what NewStore with ExpiryAuto would do with indexes (setup.Decide, with pr's answers); fails if it would fail.
 func predict(collection string, indexes []setup.Index, pr probes) (verdict []string, fails string) {
 	idx := setup.FindExpiresAt(indexes)
 	var a setup.Answers
@@ -246,8 +240,7 @@ func predict(collection string, indexes []setup.Index, pr probes) (verdict []str
 	return verdict, fails
 }
 
-// describePlan says what NewStore does with the index on expiresAt idx
-// (nil: none) by steps, with outcome.
+// describePlan says what NewStore does with idx, the index on expiresAt (or nil), by steps.
 func describePlan(collection string, idx *setup.Index, steps []setup.Step, outcome setup.Outcome) (verdict []string, fails string) {
 	const gc = "GC: the GC goroutine deletes expired sessions every GCInterval (1 minute by default)"
 	switch {
@@ -309,8 +302,7 @@ func checkConcerns(ctx context.Context, c *conn, info serverInfo, r report) {
 	}
 }
 
-// defaultWriteConcern says the server's default, as getDefaultRWConcern
-// does (", {w: …} (source)"), or why not.
+// defaultWriteConcern says the server's default (", {w: …} (source)"), or why not.
 func defaultWriteConcern(ctx context.Context, client *mongo.Client) string {
 	raw, err := client.Database("admin").RunCommand(ctx, bson.D{{Key: "getDefaultRWConcern", Value: 1}}).Raw()
 	switch {
@@ -341,8 +333,7 @@ func describeWC(w any, journal *bool) string {
 	return cmp.Or(s, "empty")
 }
 
-// serverInfo is what buildInfo and hello say: the server's kind and version
-// (FerretDB's own for FerretDB), the MongoDB version it claims, its topology.
+// serverInfo is what buildInfo and hello say: kind, version (FerretDB's own), claimed MongoDB version, topology.
 type serverInfo struct {
 	Kind           string `json:"kind"`
 	Version        string `json:"version"`
@@ -351,17 +342,12 @@ type serverInfo struct {
 }
 
 func (s serverInfo) String() string {
-	name := "FerretDB " + s.Version
-	switch {
-	case s.Kind == setup.MongoDB:
+	if s.Kind == setup.MongoDB {
 		return "MongoDB " + s.Version + ", " + s.Topology
-	case s.Version == unknownVersion:
-		name = s.Kind + " " + unknownVersion
 	}
-	if s.Kind == setup.FerretDB2 {
-		name += " on PostgreSQL with DocumentDB"
-	}
-	return name + " (claims MongoDB " + s.MongoDBVersion + "), " + s.Topology
+	name := map[bool]string{true: s.Kind, false: "FerretDB"}[s.Version == unknownVersion] + " " + s.Version
+	return name + map[bool]string{true: " on PostgreSQL with DocumentDB"}[s.Kind == setup.FerretDB2] +
+		" (claims MongoDB " + s.MongoDBVersion + "), " + s.Topology
 }
 
 const unknownVersion = "(version unknown)"

@@ -1,20 +1,10 @@
 // Command mongostore-admin looks after a mongostore sessions collection:
-// how many sessions it holds, how far behind their deletion is, what the
-// server supports, and a user's sessions, which it lists or ends.
-//
-//	mongostore-admin stats                 counts, expiry lag, indexes, document sizes
-//	mongostore-admin sessions -owner alice a user's live sessions (needs SESSION_KEY)
-//	mongostore-admin end -owner alice      end all of a user's sessions (needs SESSION_KEY)
-//	mongostore-admin rekey                 re-seal every session under the first key (needs SESSION_KEY)
-//	mongostore-admin check                 what the server supports, what the store does there
-//	mongostore-admin -version              the module version it was built from
-//
-// It is configured like the sample app, from the environment: MONGODB_URI,
-// DB_NAME, SESSION_COLLECTION, SESSION_KEY and SESSION_BLOCK_KEY (see -h,
-// and docs/operator.md). Exit codes: 0 done, 1 failure (the server, a
-// command, or a problem found), 2 usage (flags, arguments, configuration).
-//
-// Install it with
+// its counts, expiry lag and indexes (stats), a user's sessions, which it
+// lists (sessions) or ends (end), re-sealing every session under a new key
+// (rekey), and what the server supports and the store does there (check).
+// It reads the sample app's settings from the environment (MONGODB_URI,
+// DB_NAME, SESSION_COLLECTION, SESSION_KEY, SESSION_BLOCK_KEY); see -h and
+// docs/operator.md. Exit codes: 0 done, 1 failure, 2 usage. Install it with
 //
 //	go install github.com/mongostore/mongostore/cmd/mongostore-admin@latest
 package main
@@ -81,8 +71,7 @@ type command struct {
 	flags                      func(fs *flag.FlagSet) body
 }
 
-// body is what a command does once its flags are parsed: validate checks
-// them (nil: nothing to check) before anything connects, run runs.
+// body runs a command (run) once validate, if any, has checked its flags.
 type body struct {
 	validate func() error
 	run      func(ctx context.Context, a *app, c *conn) error
@@ -91,17 +80,14 @@ type body struct {
 var commands = []command{statsCommand, sessionsCommand, endCommand, rekeyCommand, checkCommand}
 
 // usageError is a mistake in the command line or the configuration (exit
-// 2); problemError a finding that makes the run fail (exit 1) after its
-// report is printed.
+// 2); problemError a finding that fails the run (exit 1) after its report.
 type (
-	usageError   struct{ msg string }
-	problemError struct{ msg string }
+	usageError   struct{ error }
+	problemError struct{ error }
 )
 
-func (e usageError) Error() string   { return e.msg }
-func (e problemError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error { return usageError{fmt.Sprintf(format, args...)} }
+func usagef(format string, args ...any) error   { return usageError{fmt.Errorf(format, args...)} }
+func problemf(format string, args ...any) error { return problemError{fmt.Errorf(format, args...)} }
 
 func (a *app) run(ctx context.Context, args []string) int {
 	if len(args) == 0 {
@@ -128,8 +114,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	return exitUsage
 }
 
-// moduleVersion returns the version of the module built, as info (nil: none)
-// says: "v1.4.0" after go install …@v1.4.0, "(devel)" in a working tree.
+// moduleVersion returns info's module version: "v1.4.0" after go install …@v1.4.0, else "(devel)".
 func moduleVersion(info *debug.BuildInfo) string {
 	if info == nil || info.Main.Version == "" {
 		return "(devel)"
@@ -151,8 +136,8 @@ const envHelp = `Environment:
   MONGODB_URI         the server's connection string (required)
   DB_NAME             the database (default ` + defaultDBName + `; flag -db)
   SESSION_COLLECTION  the collection (default ` + defaultCollection + `; flag -collection)
-  SESSION_KEY         the application's hash key in hex, at least 32 bytes (sessions, end);
-                      after a key rotation, the older keys after it, comma-separated
+  SESSION_KEY         the application's hash key in hex, at least 32 bytes (sessions, end, rekey,
+                      stats); after a key rotation, the older keys after it, comma-separated
   SESSION_BLOCK_KEY   the application's block key in hex, if it encrypts session values
                       (one per SESSION_KEY key, comma-separated)
 `
@@ -161,10 +146,10 @@ const envHelp = `Environment:
 func (a *app) runCommand(ctx context.Context, cmd command, args []string) int {
 	fs := flag.NewFlagSet(cmd.name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	var common commonFlags
-	fs.StringVar(&common.db, "db", "", "the database (default $DB_NAME, or "+defaultDBName+")")
-	fs.StringVar(&common.collection, "collection", "", "the sessions collection (default $SESSION_COLLECTION, or "+defaultCollection+")")
-	fs.DurationVar(&common.timeout, "timeout", defaultTimeout, "bound on the whole command")
+	c := &conn{}
+	fs.StringVar(&c.db, "db", "", "the database (default $DB_NAME, or "+defaultDBName+")")
+	fs.StringVar(&c.collection, "collection", "", "the sessions collection (default $SESSION_COLLECTION, or "+defaultCollection+")")
+	fs.DurationVar(&c.timeout, "timeout", defaultTimeout, "bound on the whole command")
 	b := cmd.flags(fs)
 	err := fs.Parse(args)
 	if err == nil && fs.NArg() > 0 {
@@ -179,7 +164,7 @@ func (a *app) runCommand(ctx context.Context, cmd command, args []string) int {
 		cmd.printUsage(a.stderr, fs)
 		return exitUsage
 	}
-	if err = a.start(ctx, cmd, common, b); err == nil {
+	if err = a.start(ctx, cmd, c, b); err == nil {
 		return exitOK
 	}
 	fmt.Fprintf(a.stderr, "mongostore-admin %s: %v\n", cmd.name, err)
@@ -199,31 +184,24 @@ func (cmd command) printUsage(w io.Writer, fs *flag.FlagSet) {
 	fmt.Fprint(w, "\n"+envHelp)
 }
 
-// commonFlags are the flags every command has.
-type commonFlags struct {
+// conn is what a command works on: the flags every command has, the collection, the URI, its
+// options as the URI alone sets them, its hosts (no credentials), and the key pairs (or nil).
+type conn struct {
 	db, collection string
 	timeout        time.Duration
-}
-
-// conn is what a command works on: the collection, the URI, its options
-// (as the URI alone sets them), its hosts (no credentials), and the key
-// pairs for NewStore (nil unless the command needs keys).
-type conn struct {
-	client      *mongo.Client
-	coll        *mongo.Collection
-	uri, server string
-	opts        *options.ClientOptions
-	keyPairs    [][]byte
+	client         *mongo.Client
+	coll           *mongo.Collection
+	uri, server    string
+	opts           *options.ClientOptions
+	keyPairs       [][]byte
 }
 
 // name returns the collection's full name, db.collection.
 func (c *conn) name() string { return c.coll.Database().Name() + "." + c.coll.Name() }
 
-// start reads the configuration (the flags common, then the environment),
-// connects, and runs the command body.
-func (a *app) start(ctx context.Context, cmd command, common commonFlags, b body) (err error) {
-	c := &conn{uri: a.getenv("MONGODB_URI")}
-	if b.validate != nil {
+// start checks the configuration (c's flags, then the environment), connects, and runs b.
+func (a *app) start(ctx context.Context, cmd command, c *conn, b body) (err error) {
+	if c.uri = a.getenv("MONGODB_URI"); b.validate != nil {
 		err = b.validate()
 	}
 	switch {
@@ -231,8 +209,8 @@ func (a *app) start(ctx context.Context, cmd command, common commonFlags, b body
 		return err
 	case c.uri == "":
 		return usagef("MONGODB_URI is not set: give the connection string of the server that holds the sessions, e.g. MONGODB_URI=mongodb://localhost:27017/")
-	case common.timeout <= 0:
-		return usagef("-timeout %v: must be positive", common.timeout)
+	case c.timeout <= 0:
+		return usagef("-timeout %v: must be positive", c.timeout)
 	}
 	if cmd.keys {
 		if c.keyPairs, err = parseKeys(a.getenv("SESSION_KEY"), a.getenv("SESSION_BLOCK_KEY")); err != nil {
@@ -244,10 +222,10 @@ func (a *app) start(ctx context.Context, cmd command, common commonFlags, b body
 	if err := c.opts.Validate(); err != nil {
 		return usagef("MONGODB_URI: not a valid connection string: %s", connstr.MaskParseError(err.Error(), c.uri))
 	}
-	ctx, cancel := context.WithTimeout(ctx, common.timeout)
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	disconnect, err := c.connect(ctx, cmp.Or(common.db, a.getenv("DB_NAME"), defaultDBName),
-		cmp.Or(common.collection, a.getenv("SESSION_COLLECTION"), defaultCollection))
+	disconnect, err := c.connect(ctx, cmp.Or(c.db, a.getenv("DB_NAME"), defaultDBName),
+		cmp.Or(c.collection, a.getenv("SESSION_COLLECTION"), defaultCollection))
 	if err != nil {
 		return err
 	}
@@ -258,18 +236,14 @@ func (a *app) start(ctx context.Context, cmd command, common commonFlags, b body
 	case ctx.Err() == nil || errors.As(err, new(problemError)):
 		return errors.New(connstr.Redact(err.Error(), c.uri))
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("%s (the -timeout of %v ran out)", connstr.Redact(err.Error(), c.uri), common.timeout)
+		return fmt.Errorf("%s (the -timeout of %v ran out)", connstr.Redact(err.Error(), c.uri), c.timeout)
 	}
 	return fmt.Errorf("interrupted: %s", connstr.Redact(err.Error(), c.uri))
 }
 
-// connect connects to c's server, as the URI says but reading from the
-// primary, as the store does, and opens the collection db.coll.
+// connect connects as the URI says, but reading from the primary as the store does, to db.coll.
 func (c *conn) connect(ctx context.Context, db, coll string) (disconnect func(), err error) {
-	opts := options.Client().SetServerSelectionTimeout(selectTimeout).ApplyURI(c.uri).SetReadPreference(readpref.Primary())
-	if opts.AppName == nil {
-		opts.SetAppName("mongostore-admin")
-	}
+	opts := options.Client().SetAppName("mongostore-admin").SetServerSelectionTimeout(selectTimeout).ApplyURI(c.uri).SetReadPreference(readpref.Primary())
 	if c.client, err = mongo.Connect(opts); err != nil {
 		return nil, fmt.Errorf("connect to %s: %s", c.server, connstr.Redact(err.Error(), c.uri))
 	}
@@ -286,9 +260,8 @@ func (c *conn) connect(ctx context.Context, db, coll string) (disconnect func(),
 	return disconnect, nil
 }
 
-// parseKeys reads SESSION_KEY and SESSION_BLOCK_KEY into NewStore's key
-// pairs. SESSION_KEY is what the sample app takes (hex, at least 32 bytes),
-// or several such keys, comma-separated, the current one first.
+// parseKeys reads SESSION_KEY (the sample app's: hex, at least 32 bytes; or
+// several, comma-separated, the current first) and SESSION_BLOCK_KEY.
 func parseKeys(hashKeys, blockKeys string) ([][]byte, error) {
 	if strings.TrimSpace(hashKeys) == "" {
 		return nil, usagef("SESSION_KEY is not set: this command needs the application's session key " +
@@ -315,8 +288,7 @@ func parseKeys(hashKeys, blockKeys string) ([][]byte, error) {
 	return pairs, nil
 }
 
-// hexKey decodes s, the key called name: a hash key of at least sizes[0]
-// bytes, or a block key of one of sizes (nil if blank).
+// hexKey decodes s, the key name: a hash key of at least sizes[0] bytes, or a block key of one of sizes (nil if blank).
 func hexKey(name, s string, sizes ...int) ([]byte, error) {
 	key, err := hex.DecodeString(strings.TrimSpace(s))
 	switch {
@@ -332,8 +304,7 @@ func hexKey(name, s string, sizes ...int) ([]byte, error) {
 	return key, nil
 }
 
-// report writes lines of a label, in a column of width, and a value;
-// more, with no label.
+// report writes lines of a label, in a column of width, and a value (more: no label).
 type report struct {
 	w     io.Writer
 	width int
@@ -344,8 +315,7 @@ func (r report) line(label, format string, args ...any) {
 }
 func (r report) more(format string, args ...any) { r.line("", format, args...) }
 
-// requireCollection returns an error unless c's collection exists; the
-// error names the database's collections.
+// requireCollection fails unless c's collection exists, naming the database's collections.
 func (c *conn) requireCollection(ctx context.Context) error {
 	db := c.coll.Database()
 	all, err := db.ListCollectionNames(ctx, bson.D{})
@@ -355,13 +325,9 @@ func (c *conn) requireCollection(ctx context.Context) error {
 	if slices.Contains(all, c.coll.Name()) {
 		return nil
 	}
-	have := "it has no collections"
 	if slices.Sort(all); len(all) > 10 {
 		all = append(all[:10], "…")
 	}
-	if len(all) > 0 {
-		have = "it has " + strings.Join(all, ", ")
-	}
-	return fmt.Errorf("collection %s does not exist on %s (%s): check DB_NAME or -db, and SESSION_COLLECTION or -collection",
-		c.name(), c.server, have)
+	return fmt.Errorf("collection %s does not exist on %s (it has %s): check DB_NAME or -db, and SESSION_COLLECTION or -collection",
+		c.name(), c.server, cmp.Or(strings.Join(all, ", "), "no collections"))
 }

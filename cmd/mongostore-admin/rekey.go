@@ -17,27 +17,21 @@ var rekeyCommand = command{
 	keys:    true,
 	help: `
 Re-seals every live session under the first key pair of SESSION_KEY (and
-SESSION_BLOCK_KEY): its MAC, its encryption when that pair has a block key,
-and its owner digest (Store.Rekey), so that the older pairs can be removed
-without signing anybody out. Give the new pair first and the old ones
-after it, as the application has them. With a block key first and a pair
-without one after it, the sessions stored plain get encrypted. It can run
-twice (a session already sealed so is left alone), so after a cut, run it
-again; it never deletes, and leaves a session saved meanwhile to that save.
--dry-run counts only. Progress goes to standard error; it ends with what
-it changed, and exits 1 if some sessions verify with none of the keys.`,
+SESSION_BLOCK_KEY), owner digest included (Store.Rekey), so that the older
+pairs can go without signing anybody out: give the new pair first, the
+old ones after it. With a block key in the first pair only, it encrypts
+the sessions stored plain. It never deletes, and can run again after a
+cut; -dry-run counts only. Progress goes to standard error; it exits 1 if
+some sessions verify with none of the keys.`,
 	flags: func(fs *flag.FlagSet) body {
 		dry := fs.Bool("dry-run", false, "count what would change, change nothing")
-		return body{run: func(ctx context.Context, a *app, c *conn) error { return a.rekey(ctx, c, *dry) }}
+		return body{run: func(ctx context.Context, a *app, c *conn) error {
+			return a.keyedStore(ctx, c, "nothing was changed", func(s *mongostore.Store, none string) error { return a.rekey(ctx, s, none, *dry) })
+		}}
 	},
 }
 
-func (a *app) rekey(ctx context.Context, c *conn, dry bool) error {
-	store, none, err := a.keyedStore(ctx, c, "nothing was changed")
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+func (a *app) rekey(ctx context.Context, store *mongostore.Store, none string, dry bool) error {
 	start := time.Now()
 	progress := func(rc mongostore.RekeyCounts) {
 		fmt.Fprintf(a.stderr, "rekey: %d sessions read, %d re-sealed, %d unverified (%.0f/s)\n",
@@ -52,7 +46,7 @@ func (a *app) rekey(ctx context.Context, c *conn, dry bool) error {
 	case err != nil:
 		return fmt.Errorf("%w (what was re-sealed stays so: run rekey again to finish)", err)
 	case rc.Unverified > 0:
-		return problemError{fmt.Sprintf("%s verify with none of the keys given: give every key pair the application has, first the new one", plural(int(rc.Unverified), "session"))}
+		return problemf("%s verify with none of the keys given: give every key pair the application has, first the new one", plural(int(rc.Unverified), "session"))
 	}
 	return nil
 }

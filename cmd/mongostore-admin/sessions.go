@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -24,17 +25,17 @@ var sessionsCommand = command{
 	usage:   "-owner user [-json] [-db name] [-collection name]",
 	keys:    true,
 	help: `
-Lists the live sessions of a user, the latest saved first, as the
-application's own page does (Store.ListSessions): each one's handle (for
-'end -handle'), device label, and when it was created, last saved and
-expires, in UTC. Only sessions whose authenticated values name the user
-are listed, so it needs the application's key: SESSION_KEY (and
-SESSION_BLOCK_KEY if the application encrypts session values); it fails
-if they read none of the collection's sessions.`,
+Lists a user's live sessions, the latest saved first (Store.ListSessions):
+each one's handle (for 'end -handle'), device label, and when it was
+created, last saved and expires, in UTC. It needs the application's keys,
+SESSION_KEY (and SESSION_BLOCK_KEY if it encrypts session values), and
+fails if they read none of the collection's sessions.`,
 	flags: func(fs *flag.FlagSet) body {
 		owner, validate := ownerFlag(fs, "list")
 		asJSON := fs.Bool("json", false, "print the sessions as JSON")
-		return body{validate, func(ctx context.Context, a *app, c *conn) error { return a.sessions(ctx, c, *owner, *asJSON) }}
+		return body{validate, func(ctx context.Context, a *app, c *conn) error {
+			return a.keyedStore(ctx, c, "nothing was listed", func(s *mongostore.Store, none string) error { return a.sessions(ctx, s, none, *owner, *asJSON) })
+		}}
 	},
 }
 
@@ -44,18 +45,18 @@ var endCommand = command{
 	usage:   "-owner user [-handle h] [-db name] [-collection name]",
 	keys:    true,
 	help: `
-Ends every session of a user (Store.EndOtherSessions with no current
-session), as after a password change, and prints how many documents were
-deleted; with -handle, only the session of that handle (from 'sessions').
-Ended means ended: the documents are deleted, so each device's next
-request gets a fresh session, and a save under way there fails instead of
-bringing its session back. Needs the application's key, SESSION_KEY: the
-owner is found by a digest keyed with it; it deletes nothing if the key
-reads none of the collection's sessions.`,
+Ends every session of a user (Store.EndOtherSessions), as after a password
+change, and prints how many; with -handle, only that one (see 'sessions').
+Ended means ended: the documents are deleted, so a device's next request
+gets a fresh session, and a save under way there fails instead of bringing
+its session back. Needs SESSION_KEY; deletes nothing if it reads none of
+the collection's sessions.`,
 	flags: func(fs *flag.FlagSet) body {
 		owner, validate := ownerFlag(fs, "end")
 		handle := fs.String("handle", "", "end only the session with this handle (see 'sessions')")
-		return body{validate, func(ctx context.Context, a *app, c *conn) error { return a.end(ctx, c, *owner, *handle) }}
+		return body{validate, func(ctx context.Context, a *app, c *conn) error {
+			return a.keyedStore(ctx, c, "nothing was deleted", func(s *mongostore.Store, none string) error { return a.end(ctx, s, none, *owner, *handle) })
+		}}
 	},
 }
 
@@ -70,31 +71,25 @@ func ownerFlag(fs *flag.FlagSet, verb string) (*string, func() error) {
 	}
 }
 
-// keyedStore returns a store (ExpiryNone: it changes nothing, starts no
-// goroutine; warnings to standard error) with SESSION_KEY's keys, having
-// checked that they read c's sessions (done says what was done if not),
-// and, if there are none, a note that says so.
-func (a *app) keyedStore(ctx context.Context, c *conn, done string) (store *mongostore.Store, none string, err error) {
+// keyedStore runs f with a store of c's keys (ExpiryNone: it changes nothing) once they read
+// c's sessions (done says what was done if not); none notes that c holds none, if so.
+func (a *app) keyedStore(ctx context.Context, c *conn, done string, f func(store *mongostore.Store, none string) error) error {
 	sample, err := a.sessionSample(ctx, c)
 	if err != nil {
-		return nil, "", err
-	} else if len(sample) == 0 {
-		none = " (" + c.name() + " holds no sessions)"
+		return err
 	}
-	logger := slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	timeout := time.Minute
-	if d, ok := ctx.Deadline(); ok {
-		timeout = max(time.Until(d), time.Millisecond)
-	}
-	store, err = mongostore.NewStore(ctx, c.coll, mongostore.Config{Expiry: mongostore.ExpiryNone, Logger: logger, Timeout: timeout}, c.keyPairs...)
+	deadline, _ := ctx.Deadline() // start's -timeout
+	cfg := mongostore.Config{Expiry: mongostore.ExpiryNone, Timeout: max(time.Until(deadline), time.Millisecond),
+		Logger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	store, err := mongostore.NewStore(ctx, c.coll, cfg, c.keyPairs...)
 	if err != nil {
-		return nil, "", fmt.Errorf("session store: %w", err)
+		return fmt.Errorf("session store: %w", err)
 	}
+	defer store.Close()
 	if err := a.checkKeys(store, c, sample, done); err != nil {
-		store.Close()
-		return nil, "", err
+		return err
 	}
-	return store, none, nil
+	return f(store, map[bool]string{true: " (" + c.name() + " holds no sessions)"}[len(sample) == 0])
 }
 
 // ownedSession is a session as sessions -json prints it.
@@ -106,12 +101,7 @@ type ownedSession struct {
 	ExpiresAt time.Time `json:"expiresAt"`
 }
 
-func (a *app) sessions(ctx context.Context, c *conn, owner string, asJSON bool) error {
-	store, none, err := a.keyedStore(ctx, c, "nothing was listed")
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+func (a *app) sessions(ctx context.Context, store *mongostore.Store, none, owner string, asJSON bool) error {
 	list, err := store.ListSessions(ctx, owner, nil)
 	switch {
 	case err != nil:
@@ -135,20 +125,14 @@ func (a *app) sessions(ctx context.Context, c *conn, owner string, asJSON bool) 
 	return tw.Flush()
 }
 
-func (a *app) end(ctx context.Context, c *conn, owner, handle string) error {
-	store, none, err := a.keyedStore(ctx, c, "nothing was deleted")
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+func (a *app) end(ctx context.Context, store *mongostore.Store, none, owner, handle string) error {
 	if handle != "" {
 		s, ended, err := store.EndSession(ctx, owner, handle, nil)
 		switch {
 		case err != nil:
 			return err
 		case !ended:
-			return problemError{fmt.Sprintf("no live session of %q has the handle %q (list them: mongostore-admin sessions -owner %s)",
-				owner, handle, shellQuote(owner))}
+			return problemf("no live session of %q has the handle %q (list them: mongostore-admin sessions -owner %s)", owner, handle, shellQuote(owner))
 		}
 		_, err = fmt.Fprintf(a.stdout, "ended the session %s of %q (%s, last saved %s UTC)\n", s.Handle, owner,
 			cmp.Or(printable(s.Device), "no device label"), utc(s.UpdatedAt))
@@ -177,8 +161,7 @@ func plural(n int, noun string) string {
 // utc formats t for the tables, in UTC, to the second.
 func utc(t time.Time) string { return t.UTC().Format(time.DateTime) }
 
-// printable returns s, quoted unless all printable: a device label comes
-// from a User-Agent, and must send no escape sequence to the terminal.
+// printable returns s, quoted unless all printable: a device label, from a User-Agent, must not reach the terminal raw.
 func printable(s string) string {
 	if strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0 {
 		return strconv.Quote(s)
@@ -197,9 +180,8 @@ func shellQuote(s string) string {
 // sampleSize is how many documents tell what a collection holds.
 const sampleSize = 10
 
-// sessionSample returns the sessions among a sample of c's documents: the
-// live ones that expire last (the latest saved, with the current keys), or
-// any. It fails if the collection is missing, or not the store's.
+// sessionSample returns the sessions among a sample of c's documents: the live ones that expire
+// last (the latest saved, with the current keys), or any; it fails if c is missing, or not the store's.
 func (a *app) sessionSample(ctx context.Context, c *conn) ([]bson.Raw, error) {
 	if err := c.requireCollection(ctx); err != nil {
 		return nil, err
@@ -250,20 +232,12 @@ func (a *app) sessionsOf(c *conn, docs []bson.Raw, err error) ([]bson.Raw, error
 	return sessions, nil
 }
 
-// checkKeys fails if store, with SESSION_KEY's keys, reads none of
-// sessions, sampled from c; done says what the command did then.
+// checkKeys fails if store reads none of sessions, sampled from c; done says what was done.
 func (a *app) checkKeys(store *mongostore.Store, c *conn, sessions []bson.Raw, done string) error {
-	var first error
-	for _, doc := range sessions {
-		err := store.CheckDocument(doc)
-		if err == nil {
-			return nil
-		}
-		first = cmp.Or(first, err)
-	}
-	if first == nil {
+	if len(sessions) == 0 || slices.ContainsFunc(sessions, func(doc bson.Raw) bool { return store.CheckDocument(doc) == nil }) {
 		return nil
 	}
+	first := store.CheckDocument(sessions[0])
 	names := map[bool]string{false: "SESSION_KEY", true: "SESSION_KEY and SESSION_BLOCK_KEY"}[a.getenv("SESSION_BLOCK_KEY") != ""]
 	return fmt.Errorf("the keys of %s do not match the application's: none of the %s sampled from %s "+
 		"can be read with them (%v); %s", names, plural(len(sessions), "session"), c.name(), first, done)

@@ -24,35 +24,25 @@ var statsCommand = command{
 	summary: "sessions live and expired, how far their deletion lags, indexes, document sizes",
 	usage:   "[-sample n] [-exact] [-json] [-db name] [-collection name]",
 	help: `
-Counts the collection's sessions, live and expired but not yet deleted, and
+Counts the collection's sessions, live and expired but not yet deleted,
 says how long ago the oldest expired one expired (how far the TTL monitor
-or the GC lags), which expiry mode the indexes imply (TTL, GC, none) and
-whether they are what the store expects, and the percentiles of the
-documents' BSON size, from a random sample. It reads indexes and metadata,
-not every document: the expired sessions are counted on the expiresAt
-index, the documents taken from the collection's metadata, and live is the
-difference, unless -exact counts them too (slower on a large collection).
-With SESSION_KEY (and SESSION_BLOCK_KEY) set, it also reads every live
-session to count how many each key pair verifies: what still depends on it
-in a key rotation (see rekey). Fails on a collection that holds no
-sessions.`,
+or the GC lags), which expiry mode the indexes imply and whether they are
+what the store expects, and the percentiles of the documents' BSON size,
+from a random sample. Expired ones are counted on the expiresAt index, the
+documents taken from the metadata, live is the difference (-exact counts
+them: slower). With SESSION_KEY, it reads every live session to count what
+each key pair verifies (see rekey).`,
 	flags: func(fs *flag.FlagSet) body {
-		var o statsOptions
-		fs.IntVar(&o.sample, "sample", 1000, "documents to sample for sizes (0: none)")
-		fs.BoolVar(&o.exact, "exact", false, "count live sessions and documents exactly, on the index (slower)")
-		fs.BoolVar(&o.json, "json", false, "print the report as JSON")
-		return body{run: func(ctx context.Context, a *app, c *conn) error { return a.stats(ctx, c, o) }, validate: func() error {
-			if o.sample < 0 {
-				return usagef("-sample %d: must be 0 or more", o.sample)
+		sample := fs.Int("sample", 1000, "documents to sample for sizes (0: none)")
+		exact := fs.Bool("exact", false, "count live sessions and documents exactly, on the index (slower)")
+		asJSON := fs.Bool("json", false, "print the report as JSON")
+		return body{run: func(ctx context.Context, a *app, c *conn) error { return a.stats(ctx, c, *sample, *exact, *asJSON) }, validate: func() error {
+			if *sample < 0 {
+				return usagef("-sample %d: must be 0 or more", *sample)
 			}
 			return nil
 		}}
 	},
-}
-
-type statsOptions struct {
-	sample      int
-	exact, json bool
 }
 
 // statsReport is what stats prints.
@@ -64,19 +54,15 @@ type statsReport struct {
 	Live       int64      `json:"live"`      // Documents less Expired unless Exact
 	Exact      bool       `json:"exact"`
 	Expired    int64      `json:"expired"` // expired, not deleted yet
-	// OldestExpired is the expiresAt of the oldest expired document, and
-	// LagSeconds how long ago that was.
-	OldestExpired *time.Time   `json:"oldestExpired,omitempty"`
-	LagSeconds    float64      `json:"lagSeconds"`
-	Indexes       setup.Review `json:"indexes"`
-	Sizes         *sizeReport  `json:"sizes,omitempty"`
-	// Keys, with SESSION_KEY set: how many live sessions each key pair
-	// verifies (what still depends on it), as rekey -dry-run counts them.
-	Keys *mongostore.RekeyCounts `json:"keys,omitempty"`
+	// The expiresAt of the oldest expired document, and how long ago it was.
+	OldestExpired *time.Time              `json:"oldestExpired,omitempty"`
+	LagSeconds    float64                 `json:"lagSeconds"`
+	Indexes       setup.Review            `json:"indexes"`
+	Sizes         *sizeReport             `json:"sizes,omitempty"`
+	Keys          *mongostore.RekeyCounts `json:"keys,omitempty"` // with SESSION_KEY: the live sessions each key pair verifies
 }
 
-// sizeReport summarizes the BSON sizes of sampled documents, in bytes:
-// Method says how they were sampled, Random whether at random.
+// sizeReport summarizes the BSON sizes, in bytes, of documents sampled by Method.
 type sizeReport struct {
 	Method string `json:"method"`
 	Random bool   `json:"random"`
@@ -88,7 +74,7 @@ type sizeReport struct {
 	Mean   int64  `json:"mean"`
 }
 
-func (a *app) stats(ctx context.Context, c *conn, o statsOptions) error {
+func (a *app) stats(ctx context.Context, c *conn, sample int, exact, asJSON bool) error {
 	if _, err := a.sessionSample(ctx, c); err != nil {
 		return err
 	}
@@ -101,45 +87,40 @@ func (a *app) stats(ctx context.Context, c *conn, o statsOptions) error {
 		return err
 	}
 	now := time.Now().Truncate(time.Millisecond)
-	r := statsReport{Collection: c.name(), Server: info, Time: now.UTC(), Exact: o.exact, Indexes: setup.ReviewIndexes(indexes, info.Kind)}
+	r := statsReport{Collection: c.name(), Server: info, Time: now.UTC(), Exact: exact, Indexes: setup.ReviewIndexes(indexes, info.Kind)}
 	if err := a.count(ctx, c.coll, &r, now); err != nil {
 		return err
 	}
-	if o.sample > 0 {
-		done := step(a.stderr, a.progressAfter, "stats", fmt.Sprintf("sampling %d documents for their sizes", o.sample))
-		r.Sizes, err = sampleSizes(ctx, c.coll, o.sample)
+	if sample > 0 {
+		done := step(a.stderr, a.progressAfter, "stats", fmt.Sprintf("sampling %d documents for their sizes", sample))
+		r.Sizes, err = sampleSizes(ctx, c.coll, sample)
 		if done(); err != nil {
 			return err
 		}
 	}
-	if r.Keys, err = a.keyCounts(ctx, c); err != nil {
+	if err := a.keyCounts(ctx, c, &r); err != nil {
 		return err
 	}
-	if o.json {
+	if asJSON {
 		return printJSON(a.stdout, r)
 	}
 	r.print(a.stdout, c.server)
 	return nil
 }
 
-// keyCounts counts, with SESSION_KEY set, the live sessions each key pair
-// verifies (reading every one of them); nil without it.
-func (a *app) keyCounts(ctx context.Context, c *conn) (*mongostore.RekeyCounts, error) {
-	var err error
+// keyCounts counts, with SESSION_KEY set, the live sessions each key pair verifies (all read) into r.
+func (a *app) keyCounts(ctx context.Context, c *conn, r *statsReport) (err error) {
 	if a.getenv("SESSION_KEY") == "" {
-		return nil, nil
+		return nil
 	} else if c.keyPairs, err = parseKeys(a.getenv("SESSION_KEY"), a.getenv("SESSION_BLOCK_KEY")); err != nil {
-		return nil, err
+		return err
 	}
-	store, _, err := a.keyedStore(ctx, c, "")
-	if err != nil {
-		return nil, err
-	}
-	defer store.Close()
-	done := step(a.stderr, a.progressAfter, "stats", "reading every live session to count what each key pair verifies")
-	rc, err := store.Rekey(ctx, true, nil)
-	done()
-	return &rc, err
+	return a.keyedStore(ctx, c, "", func(store *mongostore.Store, _ string) error {
+		defer step(a.stderr, a.progressAfter, "stats", "reading every live session to count what each key pair verifies")()
+		rc, err := store.Rekey(ctx, true, nil)
+		r.Keys = &rc
+		return err
+	})
 }
 
 // printJSON writes v to w as indented JSON.
@@ -149,8 +130,8 @@ func printJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// step shows on w that label is under way after it has run for after, and
-// every after, until done (which returns once nothing more is written).
+// step shows on w that label is under way after it has run for after, and every
+// after, until done (which returns once nothing more is written).
 func step(w io.Writer, after time.Duration, command, label string) (done func()) {
 	start, stop, shown := time.Now(), make(chan struct{}), make(chan bool)
 	go func() {
@@ -210,8 +191,7 @@ func expiresAt(op string, t time.Time) bson.D {
 	return bson.D{{Key: setup.FieldExpiresAt, Value: bson.D{{Key: op, Value: bson.NewDateTimeFromTime(t)}}}}
 }
 
-// countExpired counts the documents expired at now (a GC sweep's filter:
-// a range of the expiresAt index) and finds the oldest (its first entry).
+// countExpired counts the documents expired at now, on the expiresAt index as a GC sweep, and finds the oldest.
 func countExpired(ctx context.Context, coll *mongo.Collection, now time.Time) (int64, *time.Time, error) {
 	n, err := coll.CountDocuments(ctx, expiresAt("$lte", now))
 	if err != nil || n == 0 {
@@ -230,8 +210,7 @@ func countExpired(ctx context.Context, coll *mongo.Collection, now time.Time) (i
 	return n, &t, nil
 }
 
-// sampleSizes measures the BSON size of n documents: a random sample, or
-// where the server has no $sample (FerretDB v1) the first n.
+// sampleSizes measures the BSON size of n documents: a $sample, or the first n (FerretDB v1).
 func sampleSizes(ctx context.Context, coll *mongo.Collection, n int) (*sizeReport, error) {
 	r := &sizeReport{Method: "$sample", Random: true}
 	cur, err := coll.Aggregate(ctx, mongo.Pipeline{{{Key: "$sample", Value: bson.D{{Key: "size", Value: n}}}}})
@@ -271,10 +250,7 @@ func (r *statsReport) print(w io.Writer, server string) {
 	p.line("collection", "%s on %s", r.Collection, server)
 	p.line("server", "%s", r.Server)
 	p.line("time", "%s", r.Time.Format(time.RFC3339))
-	onIndex := "counted on the expiresAt index"
-	if r.Indexes.ExpiresAt == nil {
-		onIndex = "counted by a collection scan: no index on expiresAt"
-	}
+	onIndex := map[bool]string{true: "counted on the expiresAt index", false: "counted by a collection scan: no index on expiresAt"}[r.Indexes.ExpiresAt != nil]
 	if r.Exact {
 		p.line("documents", "%s", count(r.Documents))
 		p.line("live", "%s (%s)", count(r.Live), onIndex)
@@ -386,11 +362,5 @@ func describeIndex(idx setup.Index) string {
 	if idx.TTL != nil {
 		s += fmt.Sprintf(", TTL expireAfterSeconds %d", *idx.TTL)
 	}
-	if idx.Partial {
-		s += ", partial"
-	}
-	if idx.Sparse {
-		s += ", sparse"
-	}
-	return s
+	return s + map[bool]string{true: ", partial"}[idx.Partial] + map[bool]string{true: ", sparse"}[idx.Sparse]
 }
