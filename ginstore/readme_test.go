@@ -106,7 +106,7 @@ func wantOwnAddr(t *testing.T, addr string) {
 	t.Helper()
 	for file, re := range map[string]*regexp.Regexp{
 		"../example/main.go": regexp.MustCompile(`defaultAddr\s*=\s*"([^"]+)"`),
-		"../README.md":       regexp.MustCompile(`http\.ListenAndServe\("([^"]+)"`),
+		"../README.md":       regexp.MustCompile(`&http\.Server\{Addr:\s*"([^"]+)"`), // the quick start
 	} {
 		data, err := os.ReadFile(file)
 		if err != nil {
