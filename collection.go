@@ -384,10 +384,29 @@ func (c collection) serialize(ctx context.Context, id string) (unlock func(), er
 	return c.saving.lock(ctx, id)
 }
 
-// remove deletes the document id and returns it, or nil if there was none.
+// remove deletes the document id and returns it, or nil if there was none:
+// where the server answers none while a concurrent update commits
+// (DocumentDB), it looks again.
 func (c collection) remove(ctx context.Context, id string) (bson.Raw, error) {
-	raw, err := c.c.FindOneAndDelete(ctx, idFilter(id)).Raw()
-	return oneOrNone("delete session", raw, err)
+	for range maxEndRounds {
+		raw, err := c.c.FindOneAndDelete(ctx, idFilter(id)).Raw()
+		if raw, err = oneOrNone("delete session", raw, err); raw != nil || err != nil {
+			return raw, err
+		}
+		if raw, err = c.find(ctx, id); raw == nil || err != nil {
+			return nil, err
+		}
+	}
+	return nil, dbError("delete session", errors.New("the session kept being written while it was moved"))
+}
+
+// insertRaw inserts raw, a document a failed RegenerateID took out; one
+// there already (written meanwhile) stays.
+func (c collection) insertRaw(ctx context.Context, raw bson.Raw) error {
+	if _, err := c.c.InsertOne(ctx, raw); err != nil && !mongo.IsDuplicateKeyError(err) {
+		return dbError("put session back", err)
+	}
+	return nil
 }
 
 // delete deletes the documents ids, one command each (a list of _ids is a
@@ -412,12 +431,17 @@ const maxEndRounds = 8
 // RegenerateID may have moved the session, or the server may have answered
 // nothing deleted while a concurrent update committed (DocumentDB): it
 // deletes every document of the chain, and looks again until none is left.
+// A moved session (id is not lineage) gets one sweep of its chain even when
+// id was there: a RegenerateID under way may still hold the other one.
 func (c collection) endChain(ctx context.Context, id, lineage string) (bool, error) {
 	ended, err := c.delete(ctx, id)
-	if ended || err != nil {
+	if err != nil || (ended && id == lineage) {
 		return ended, err
 	}
 	filters := []any{idFilter(lineage), bson.D{{Key: fieldLineage, Value: lineage}}}
+	if id != lineage {
+		filters = append(filters, idFilter(id))
+	}
 	for range maxEndRounds {
 		left := false
 		for _, f := range filters {

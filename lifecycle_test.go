@@ -340,12 +340,13 @@ func TestRestartGivesFreshOptions(t *testing.T) {
 }
 
 // TestFailedRegenerateLeavesNothing checks that a RegenerateID whose merge
-// fails (the merged values exceed MaxSize) leaves no document behind: it
-// used to leave the new one live, listed among the owner's devices, with
-// no cookie naming it.
+// fails (the merged values exceed MaxSize) leaves no document that no
+// cookie names: it used to leave the new one live, listed among the
+// owner's devices, with no cookie naming it. The other request's save
+// stands: the browser's session, with its value.
 func TestFailedRegenerateLeavesNothing(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone, MaxSize: 4096})
-	b, _ := loginAs(t, f, "ada", "laptop")
+	b, id := loginAs(t, f, "ada", "laptop")
 	err1, err2 := overlap(t, f, b, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
 		s.Values["theirs"] = strings.Repeat("x", 2500)
 		return s.Save(r, w)
@@ -356,10 +357,13 @@ func TestFailedRegenerateLeavesNothing(t *testing.T) {
 	if err1 != nil || !errors.Is(err2, ErrEncode) {
 		t.Fatalf("save %v, RegenerateID %v; want nil and ErrEncode", err1, err2)
 	}
-	if n := f.count(t); n != 0 {
-		t.Fatalf("%d documents left after a failed RegenerateID, want none", n)
+	if n := f.count(t); n != 1 {
+		t.Fatalf("%d documents left after a failed RegenerateID, want the browser's one", n)
 	}
-	if list, err := f.store.ListSessions(context.Background(), "ada", nil); err != nil || len(list) != 0 {
+	if s, err := loadSession(t, f, b); err != nil || s.ID != id || s.Values["theirs"] == nil || s.Values["mine"] != nil {
+		t.Fatalf("the browser's session: %v, %v; want the other request's save", s.Values, err)
+	}
+	if list, err := f.store.ListSessions(context.Background(), "ada", nil); err != nil || len(list) != 1 {
 		t.Fatalf("listed: %+v, %v", list, err)
 	}
 }

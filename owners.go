@@ -117,7 +117,8 @@ func (s *Store) ownedSessions(ctx context.Context, owner string, cur sessionStat
 	slices.SortFunc(out, func(a, b ownedSession) int {
 		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), cmp.Compare(a.Handle, b.Handle))
 	})
-	return slices.CompactFunc(out, func(a, b ownedSession) bool { return a.Handle == b.Handle }), nil
+	seen := map[string]bool{} // a chain being moved by RegenerateID has two documents for a moment
+	return slices.DeleteFunc(out, func(o ownedSession) bool { dup := seen[o.Handle]; seen[o.Handle] = true; return dup }), nil
 }
 
 // owned describes raw if it is a live session of owner's; cur is the

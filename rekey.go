@@ -75,6 +75,11 @@ func (s *Store) rekey(ctx context.Context, raw bson.Raw, dryRun bool, c *RekeyCo
 		d.owner = s.sealer.ownerDigest(owner)
 	}
 	s.sealer.seal(&d)
+	unlock, err := s.coll.serialize(ctx, d.id) // as a save of the session in this process would
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	theirs, _, err := s.coll.save(ctx, &d, was, s.cfg.Now())
 	if errors.Is(err, ErrSessionGone) || theirs != nil { // ended or saved meanwhile
 		c.Changed--

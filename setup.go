@@ -187,6 +187,11 @@ func (s *Store) ensureOwnerIndex(ctx context.Context, indexes []setup.Index) err
 	has := func(name string) bool {
 		return slices.ContainsFunc(indexes, func(i setup.Index) bool { return i.Name == name })
 	}
+	if has(sparseOwnerIndexName) && !has(ownerIndexName) { // first: a server may refuse a second index on {owner: 1}
+		if err := s.coll.dropIndex(ctx, sparseOwnerIndexName); err != nil {
+			return err
+		}
+	}
 	for _, idx := range [...]struct{ name, field string }{{ownerIndexName, fieldOwner}, {lineageIndexName, fieldLineage}} {
 		if has(idx.name) {
 			continue
@@ -201,7 +206,7 @@ func (s *Store) ensureOwnerIndex(ctx context.Context, indexes []setup.Index) err
 			return err
 		}
 	}
-	if has(sparseOwnerIndexName) {
+	if has(sparseOwnerIndexName) && has(ownerIndexName) {
 		return s.coll.dropIndex(ctx, sparseOwnerIndexName)
 	}
 	return nil

@@ -929,3 +929,34 @@ func TestIndexedFieldsAreSetups(t *testing.T) {
 		t.Fatalf("fields %s and %s; internal/setup has %s and %s", fieldExpiresAt, fieldOwner, setup.FieldExpiresAt, setup.FieldOwner)
 	}
 }
+
+// TestUpgradeDropsFormat1OwnerIndex starts a store on a collection that a
+// format 1 store prepared, with the sparse owner_1: NewStore replaces it by
+// the partial owner index (FerretDB v1 and MongoDB 4.4 refuse a second
+// index on {owner: 1}, so it drops owner_1 first).
+func TestUpgradeDropsFormat1OwnerIndex(t *testing.T) {
+	coll := testCollection(t, testClient(t, nil))
+	ctx := context.Background()
+	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: fieldOwner, Value: 1}},
+		Options: options.Index().SetName(sparseOwnerIndexName).SetSparse(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := NewStore(ctx, coll, Config{Logger: testLogger(&syncBuffer{})}, testHashKey)
+	if err != nil {
+		t.Fatalf("NewStore on a format 1 collection: %v", err)
+	}
+	defer store.Close()
+	specs, err := store.coll.indexSpecs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, spec := range specs {
+		name, _ := spec.Lookup("name").StringValueOK()
+		names = append(names, name)
+	}
+	if slices.Contains(names, sparseOwnerIndexName) || !slices.Contains(names, ownerIndexName) || !slices.Contains(names, lineageIndexName) {
+		t.Fatalf("indexes %q: want %s and %s, not %s", names, ownerIndexName, lineageIndexName, sparseOwnerIndexName)
+	}
+}

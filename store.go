@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gorilla/sessions"
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Store is a sessions.Store that keeps sessions in a MongoDB collection.
@@ -214,29 +215,38 @@ func (s *Store) insert(ctx context.Context, w http.ResponseWriter, sv *saving) e
 // request's changes are applied over that one's (see merge.go) and written
 // again, up to maxSaveAttempts writes; a session that ended meanwhile stays
 // ended.
-func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) error {
-	var mine *changes // this request's changes, once a conflict needs them
+func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) (err error) {
+	var mine *changes   // this request's changes, once a conflict needs them
+	var theirs bson.Raw // the last conflict's document, which FerretDB v1's write replaced
+	defer func() {
+		if err != nil && theirs != nil {
+			restoreCtx, cancel := s.opContext(ctx, true) // ctx may be what ran out
+			defer cancel()
+			err = errors.Join(err, s.coll.restore(restoreCtx, theirs))
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		sv.sp.retries, sv.sp.size = attempt-1, len(sv.data)
 		d := s.document(sv, sv.st.id, sv.st.lineage, sv.st.rev+1, sv.st.createdAt)
 		if !d.expiresAt.After(sv.now) {
 			return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
 		}
-		theirs, next, err := s.coll.save(ctx, &d, sv.st.version, sv.now)
+		conflict, next, err := s.coll.save(ctx, &d, sv.st.version, sv.now)
 		switch {
 		case err != nil:
 			return err
-		case theirs == nil:
+		case conflict == nil:
 			if attempt > 1 {
 				s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "mongostore: merged concurrent changes",
 					slog.String("session", sv.session.Name()), slog.Int("retries", attempt-1))
 			}
 			return s.sent(w, sv, &d)
-		case attempt == maxSaveAttempts:
+		}
+		if theirs = conflict; attempt == maxSaveAttempts {
 			return fmt.Errorf("%w: %d writes met concurrent saves", ErrConflict, attempt)
 		}
 		if err := s.merge(ctx, sv, theirs, &mine); err != nil {
-			return errors.Join(err, s.coll.restore(ctx, theirs))
+			return err
 		}
 		sv.st.version = next
 	}
@@ -290,7 +300,9 @@ func (s *Store) move(ctx context.Context, w http.ResponseWriter, sv *saving, id 
 	sv.sp.merged = true
 	var mine *changes
 	if err := s.merge(ctx, sv, before, &mine); err != nil {
-		return err
+		putCtx, cancel := s.opContext(ctx, true) // another save's session stays, unmerged
+		defer cancel()
+		return errors.Join(err, s.coll.insertRaw(putCtx, before))
 	}
 	return s.update(ctx, w, sv)
 }
