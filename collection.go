@@ -343,15 +343,16 @@ func (c collection) saveExactID(ctx context.Context, d *document, v version, now
 	return before, next, nil
 }
 
-// restore puts back theirs, the document a save wrote over, where the
-// server has no atomic conditional write (FerretDB v1): save wrote over
-// it before it could tell. The caller holds serialize's lock.
-func (c collection) restore(ctx context.Context, theirs bson.Raw) error {
+// restore puts back theirs, the document a save wrote over as ours (its
+// MAC), where the server has no atomic conditional write (FerretDB v1):
+// save wrote over it before it could tell. A document written since stays.
+func (c collection) restore(ctx context.Context, theirs bson.Raw, ours []byte) error {
 	if !c.exactID() {
 		return nil
 	}
 	id, _ := theirs.Lookup(fieldID).StringValueOK()
-	if _, err := c.c.ReplaceOne(ctx, idFilter(id), theirs); err != nil {
+	filter := bson.D{{Key: fieldID, Value: id}, {Key: fieldMAC, Value: bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: ours}}}
+	if _, err := c.c.ReplaceOne(ctx, filter, theirs); err != nil {
 		return dbError("restore session", err)
 	}
 	return nil

@@ -86,7 +86,7 @@ func (s *Store) rekey(ctx context.Context, raw bson.Raw, dryRun bool, c *RekeyCo
 		err = nil
 	}
 	if theirs != nil {
-		err = s.coll.restore(ctx, theirs)
+		err = s.coll.restore(ctx, theirs, d.mac)
 	}
 	return err
 }

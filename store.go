@@ -218,11 +218,12 @@ func (s *Store) insert(ctx context.Context, w http.ResponseWriter, sv *saving) e
 func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) (err error) {
 	var mine *changes   // this request's changes, once a conflict needs them
 	var theirs bson.Raw // the last conflict's document, which FerretDB v1's write replaced
+	var ours []byte     // the MAC of that write
 	defer func() {
 		if err != nil && theirs != nil {
 			restoreCtx, cancel := s.opContext(ctx, true) // ctx may be what ran out
 			defer cancel()
-			err = errors.Join(err, s.coll.restore(restoreCtx, theirs))
+			err = errors.Join(err, s.coll.restore(restoreCtx, theirs, ours))
 		}
 	}()
 	for attempt := 1; ; attempt++ {
@@ -242,7 +243,7 @@ func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) (
 			}
 			return s.sent(w, sv, &d)
 		}
-		if theirs = conflict; attempt == maxSaveAttempts {
+		if theirs, ours = conflict, d.mac; attempt == maxSaveAttempts {
 			return fmt.Errorf("%w: %d writes met concurrent saves", ErrConflict, attempt)
 		}
 		if err := s.merge(ctx, sv, theirs, &mine); err != nil {
