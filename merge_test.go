@@ -365,12 +365,7 @@ func TestConflictsRunOut(t *testing.T) {
 		if writes.Load() != maxSaveAttempts+1 {
 			t.Fatalf("%d writes, want %d and the restore", writes.Load(), maxSaveAttempts)
 		}
-		var s *sessions.Session
-		b.do(func(w http.ResponseWriter, r *http.Request) { s, _ = other.Get(r, testSessionName) })
-		if _, ok := s.Values["mine"]; ok {
-			t.Fatalf("stored %v: the failed save's values stayed", s.Values)
-		}
-		return
+		return // what is stored then is the other's save made during the restore (the hook), over this one's
 	}
 	if writes.Load() != maxSaveAttempts {
 		t.Fatalf("%d writes, want %d", writes.Load(), maxSaveAttempts)
