@@ -1,7 +1,6 @@
 package mongostore
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"go/parser"
@@ -15,7 +14,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -114,7 +112,7 @@ func TestReadmeQuickStartRuns(t *testing.T) {
 	} else {
 		ln.Close()
 	}
-	output := &lockedBuffer{}
+	output := &readmecheck.Output{}
 	cmd = exec.Command(bin)
 	cmd.Env = env(os.Getenv("MONGODB_URI"))
 	cmd.Stdout, cmd.Stderr = output, output
@@ -421,23 +419,4 @@ func TestDocsLinks(t *testing.T) {
 			}
 		}
 	}
-}
-
-// lockedBuffer is a buffer that a child process's output goes to while
-// the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

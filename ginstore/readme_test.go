@@ -1,7 +1,6 @@
 package ginstore_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -128,7 +126,7 @@ func wantOwnAddr(t *testing.T, addr string) {
 // test server; visits it twice; sends it sig, and checks that it stops
 // cleanly.
 func runUntilSignal(t *testing.T, bin, addr string, sig syscall.Signal) {
-	output := &lockedBuffer{}
+	output := &readmecheck.Output{}
 	cmd := exec.Command(bin)
 	cmd.Env = envWithURI(os.Getenv("MONGODB_URI"))
 	cmd.Stdout, cmd.Stderr = output, output
@@ -223,25 +221,6 @@ func freeAddr(t *testing.T) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-// lockedBuffer is a buffer that a child process's output goes to while
-// the test reads it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // readmeImports are the packages the README's snippets may use without an

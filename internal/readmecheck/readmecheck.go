@@ -7,6 +7,7 @@
 package readmecheck
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -166,4 +168,23 @@ func overlay(t testing.TB, blocks []string, imports map[string]string) (files, p
 		t.Fatal(err)
 	}
 	return files, pkgs, overlayFile
+}
+
+// Output is a buffer that a child process's output goes to while a test
+// reads it.
+type Output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Output) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *Output) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
