@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"go/parser"
 	"go/token"
-	"io"
 	"net"
-	"net/http"
-	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -133,29 +130,9 @@ func TestReadmeQuickStartRuns(t *testing.T) {
 			_ = client.Disconnect(context.Background())
 		}
 	})
-	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	visit := func() (string, error) {
-		resp, err := browser.Get("http://" + addr + "/")
-		if err != nil {
-			return "", err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return strings.TrimSpace(string(body)), err
-	}
-	var first string
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if first, err = visit(); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("the quick start does not answer on %s: %v\n%s", addr, err, output.String())
-	}
-	second, err := visit()
-	if first != "visit number 1" || second != "visit number 2" || err != nil {
-		t.Errorf("two visits: %q, %q (%v), want visit number 1, then 2", first, second, err)
+	visits := readmecheck.VisitTwice(t, addr, output)
+	if visits != [2]string{"visit number 1", "visit number 2"} {
+		t.Errorf("two visits: %q, want visit number 1, then 2", visits)
 	}
 
 	// SIGTERM, as a service manager or a container runtime sends it: the

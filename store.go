@@ -172,8 +172,8 @@ func (s *Store) commit(ctx context.Context, w http.ResponseWriter, session *sess
 	} else {
 		err = s.rewrite(ctx, w, sv)
 	}
-	if owner := s.states.get(session).owner; err == nil && owner != "" && owner != sv.st.owner {
-		s.limit(ctx, s.states.get(session)) // the session has just been tied to its owner
+	if st := s.states.get(session); err == nil && st.owner != "" && st.owner != sv.st.owner {
+		s.limit(ctx, st) // the session has just been tied to its owner
 	}
 	return err
 }

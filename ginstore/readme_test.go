@@ -2,11 +2,7 @@ package ginstore_test
 
 import (
 	"context"
-	"fmt"
-	"io"
 	"net"
-	"net/http"
-	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"regexp"
@@ -140,7 +136,7 @@ func runUntilSignal(t *testing.T, bin, addr string, sig syscall.Signal) {
 		_ = cmd.Process.Kill()
 		<-done
 	})
-	visits := visitTwice(t, addr, output)
+	visits := readmecheck.VisitTwice(t, addr, output)
 	if visits != [2]string{"visit number 1", "visit number 2"} {
 		t.Errorf("two visits: %q, want visit number 1, then 2", visits)
 	}
@@ -164,37 +160,6 @@ func runUntilSignal(t *testing.T, bin, addr string, sig syscall.Signal) {
 		conn.Close()
 		t.Errorf("after %v something still listens on %s", sig, addr)
 	}
-}
-
-// visitTwice visits the program at addr twice with one browser, once it
-// answers, and returns what it said.
-func visitTwice(t *testing.T, addr string, output fmt.Stringer) [2]string {
-	t.Helper()
-	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar, Timeout: 10 * time.Second}
-	visit := func() (string, error) {
-		resp, err := browser.Get("http://" + addr + "/")
-		if err != nil {
-			return "", err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		return strings.TrimSpace(string(body)), err
-	}
-	var got [2]string
-	var err error
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
-		if got[0], err = visit(); err == nil || time.Now().After(deadline) {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("the program does not answer on %s: %v\n%s", addr, err, output)
-	}
-	if got[1], err = visit(); err != nil {
-		t.Errorf("second visit: %v", err)
-	}
-	return got
 }
 
 // envWithURI returns the test's environment with MONGODB_URI set to uri

@@ -10,6 +10,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +21,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 var (
@@ -187,4 +191,35 @@ func (b *Output) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// VisitTwice visits the program at addr twice with one browser, once it
+// answers, and returns what it said.
+func VisitTwice(t testing.TB, addr string, output fmt.Stringer) [2]string {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, Timeout: 10 * time.Second}
+	visit := func() (string, error) {
+		resp, err := browser.Get("http://" + addr + "/")
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		return strings.TrimSpace(string(body)), err
+	}
+	var got [2]string
+	var err error
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		if got[0], err = visit(); err == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if err != nil {
+		t.Fatalf("the program does not answer on %s: %v\n%s", addr, err, output)
+	}
+	if got[1], err = visit(); err != nil {
+		t.Errorf("second visit: %v", err)
+	}
+	return got
 }
