@@ -325,6 +325,11 @@ func TestActivityLogPage(t *testing.T) {
 	if strings.Contains(app.logs.String(), "level=ERROR") {
 		t.Errorf("errors in the log:\n%s", app.logs)
 	}
+	for _, userData := range []string{"alice", "Firefox", "Safari", "iPhone"} {
+		if strings.Contains(app.logs.String(), userData) {
+			t.Errorf("the log holds user data (%q):\n%s", userData, app.logs)
+		}
+	}
 }
 
 // limitNoticeRE finds the limit notice of a page of sessions.

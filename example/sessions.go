@@ -137,7 +137,7 @@ func (a *app) endSession(w http.ResponseWriter, r *http.Request) {
 		sess.AddFlash("That session had already ended.")
 	default:
 		device := cmpOr(target.Device, noDevice)
-		a.logger.Info("ended a session", "user", name, "device", device)
+		a.logger.Info("ended a session")
 		sess.AddFlash("Signed out " + device + ".")
 	}
 	http.Redirect(w, r, "/sessions", http.StatusSeeOther)
@@ -155,7 +155,7 @@ func (a *app) endOtherSessions(w http.ResponseWriter, r *http.Request) {
 		a.databaseError(w, r, "end other sessions", err)
 		return
 	}
-	a.logger.Info("ended other sessions", "user", name, "count", n)
+	a.logger.Info("ended other sessions", "count", n)
 	switch n {
 	case 0:
 		sess.AddFlash("Those sessions had already ended.")
