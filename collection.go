@@ -330,8 +330,8 @@ func (c collection) saveExactID(ctx context.Context, d *document, v version, now
 		return nil, v, err
 	case before == nil:
 		return nil, v, ErrSessionGone
-	case !live(before, now): // the write reached an ended session: delete it, as the TTL monitor would
-		if _, err := c.delete(ctx, d.id); err != nil {
+	case !live(before, now): // the write reached an expired session: put it back, for the load or sweep that reports it
+		if err := c.restore(ctx, before, d.mac); err != nil {
 			return nil, v, fmt.Errorf("%w; %w", ErrSessionGone, err)
 		}
 		return nil, v, ErrSessionGone

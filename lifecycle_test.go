@@ -139,6 +139,41 @@ func TestEvents(t *testing.T) {
 	_ = laptopID
 }
 
+// TestSaveMeetingExpiryIsReported checks that a save finding its session
+// expired (another request shortened it) fails with ErrSessionGone and
+// leaves the expiry to be reported once, on every server: FerretDB v1's
+// write, which replaces the document before it can tell, puts it back.
+func TestSaveMeetingExpiryIsReported(t *testing.T) {
+	events := &eventLog{}
+	clock := newFakeClock()
+	f := newFixture(t, Config{OnEvent: events.add, Now: clock.Now, Expiry: ExpiryNone})
+	b, _ := loginAs(t, f, "ada", "laptop")
+	r, stale := loaded(t, f, b)
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		s.Options.MaxAge = 10
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	clock.Advance(time.Minute)
+	stale.Values["k"] = "v"
+	if err := stale.Save(r, httptest.NewRecorder()); !errors.Is(err, ErrSessionGone) {
+		t.Fatalf("the save of an expired session = %v, want ErrSessionGone", err)
+	}
+	for range 2 {
+		if isLive(t, f, b) {
+			t.Fatal("an expired session loaded")
+		}
+	}
+	if e := events.wantEvents(t, "login, expiry met by a save", "created", "expired")[1]; e.Owner != "ada" || e.Device != "laptop" {
+		t.Fatalf("expired event %+v", e)
+	}
+	if n := f.count(t); n != 0 {
+		t.Fatalf("%d documents left, want none", n)
+	}
+}
+
 // logout ends b's session as a logout handler does.
 func logout(t *testing.T, f *storeFixture, b *browser) {
 	t.Helper()
