@@ -25,20 +25,38 @@ func (s *Store) end(ctx context.Context, w http.ResponseWriter, sv *saving) erro
 }
 
 // endLoaded ends the chain of session, st, wherever a concurrent
-// RegenerateID has moved it, and deletes st.others.
+// RegenerateID has moved it, and the sessions of st.others.
 func (s *Store) endLoaded(ctx context.Context, session *sessions.Session, st sessionState, reason EndReason) error {
 	ids := st.others
 	if st.id == "" && validSessionID(session.ID) {
 		ids = append(ids, docID(session.ID))
 	}
-	if _, err := s.coll.delete(ctx, ids...); err != nil || st.id == "" {
-		return err
+	for _, id := range ids {
+		if err := s.endOther(ctx, id, reason); err != nil {
+			return err
+		}
+	}
+	if st.id == "" {
+		return nil
 	}
 	ended, err := s.coll.endChain(ctx, st.id, st.lineage)
 	if ended {
 		s.emit(ctx, EventEnded, reason, st)
 	}
 	return err
+}
+
+// endOther deletes the document id, named by another cookie of the
+// request, and reports its session ended if it was live.
+func (s *Store) endOther(ctx context.Context, id string, reason EndReason) error {
+	raw, err := s.coll.remove(ctx, id)
+	if raw == nil || s.cfg.OnEvent == nil {
+		return err
+	}
+	if d, _, values, err := s.open(raw); err == nil && s.live(&d, s.cfg.Now()) {
+		s.emit(ctx, EventEnded, reason, stateOf(&d, nil, values, &sessions.Options{}))
+	}
+	return nil
 }
 
 // detach forgets the session's ID and state: its next save inserts it

@@ -1027,9 +1027,11 @@ func TestEndingEndsEverySessionCookie(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newFixture(t, Config{Expiry: ExpiryNone})
+			events := &eventLog{}
+			f := newFixture(t, Config{Expiry: ExpiryNone, OnEvent: events.add})
 			ours, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
 			tossed, _ := saveNewSession(t, f, map[any]any{"user": "mallory"})
+			events.take()
 			if n := f.count(t); n != 2 {
 				t.Fatalf("%d documents, want 2", n)
 			}
@@ -1051,6 +1053,12 @@ func TestEndingEndsEverySessionCookie(t *testing.T) {
 			if n := f.count(t); n != want {
 				t.Fatalf("%d documents left, want %d: ending the session left the other cookie's session", n, want)
 			}
+			// Both endings are reported (before: the other cookie's silently).
+			ended := "ended/logout"
+			if tc.name == "Restart" {
+				ended = "ended/restart"
+			}
+			events.wantEvents(t, tc.name, append([]string{ended, ended}, []string{"created"}[:want]...)...)
 			for name, b := range map[string]*browser{"ours": ours, "tossed": tossed} {
 				if s, err := loadSession(t, f, b); err != nil || !s.IsNew {
 					t.Errorf("the %s cookie still loads a session: IsNew=%v values %v err %v", name, s.IsNew, s.Values, err)
