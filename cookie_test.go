@@ -334,7 +334,9 @@ func TestAtMostEightCookiesOfOneName(t *testing.T) {
 	if err := s.Save(r, httptest.NewRecorder()); err != nil {
 		t.Fatalf("logout: %v", err)
 	}
-	if n := len(f.cmds.named("delete")); n != 8 {
+	// One delete for the loaded session, one findAndModify (which reads what
+	// it deletes, for the events) for each of the other seven.
+	if n := len(f.cmds.named("delete")) + len(f.cmds.named("findAndModify")); n != 8 {
 		t.Errorf("the logout sent %d deletes, want %d", n, 8)
 	}
 	if n := f.count(t); n != 10-8 {
