@@ -3,8 +3,9 @@ package mongostore
 import (
 	"context"
 	"fmt"
-	"github.com/gorilla/sessions"
 	"log/slog"
+
+	"github.com/gorilla/sessions"
 )
 
 // Event is one transition of a session's life, given to Config.OnEvent.

@@ -2,9 +2,10 @@ package mongostore
 
 import (
 	"context"
-	"github.com/gorilla/sessions"
 	"log/slog"
 	"time"
+
+	"github.com/gorilla/sessions"
 )
 
 // startGC starts the goroutine that deletes expired sessions every
