@@ -410,18 +410,15 @@ func (c collection) insertRaw(ctx context.Context, raw bson.Raw) error {
 	return nil
 }
 
-// delete deletes the documents ids, one command each (a list of _ids is a
-// scan on FerretDB v1), and says whether one existed.
-func (c collection) delete(ctx context.Context, ids ...string) (bool, error) {
-	var deleted bool
-	for _, id := range ids {
-		n, err := c.deleteMany(ctx, "delete session", idFilter(id), "")
-		if err != nil {
-			return deleted, err
-		}
-		deleted = deleted || n > 0
+// delete deletes the document id, and says whether it existed. It is a
+// deleteOne: FerretDB v1 scans the collection for a deleteMany, even of
+// exactly {_id: …}.
+func (c collection) delete(ctx context.Context, id string) (bool, error) {
+	res, err := c.c.DeleteOne(ctx, idFilter(id))
+	if err != nil {
+		return false, dbError("delete session", err)
 	}
-	return deleted, nil
+	return res.DeletedCount > 0, nil
 }
 
 // maxEndRounds bounds how often an ending looks again for what is left.
