@@ -82,7 +82,7 @@ func (h *concRun) run(ctx context.Context, out io.Writer) (err error) {
 		err = errors.Join(err, coll.Drop(dctx))
 	}()
 	logger := slog.New(mergeCounter{h.logger.Handler(), &h.merges})
-	if h.store, err = lib.Open(ctx, coll, "auto", nil, logger, db.RandomBytes(32)); err != nil {
+	if h.store, err = lib.Open(ctx, coll, lib.Options{Expiry: "auto", Logger: logger}, db.RandomBytes(32)); err != nil {
 		return err
 	}
 	defer h.store.Close()

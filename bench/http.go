@@ -130,7 +130,7 @@ func (h *httpRun) setUp(ctx context.Context, out io.Writer) error {
 	lazyColl := client.Database(h.db).Collection(coll.Name() + "_laziness")
 	h.closers = append(h.closers, func(ctx context.Context) error { return errors.Join(coll.Drop(ctx), lazyColl.Drop(ctx)) })
 	key := db.RandomBytes(32)
-	if h.store, err = lib.Open(ctx, coll, "auto", nil, h.logger, key); err != nil {
+	if h.store, err = lib.Open(ctx, coll, lib.Options{Expiry: "auto", Logger: h.logger}, key); err != nil {
 		return err
 	}
 	h.closers = append(h.closers, func(context.Context) error { h.store.Close(); return nil })
@@ -348,7 +348,7 @@ func (f *floor) record(ctx context.Context, uri string, coll *mongo.Collection, 
 		return err
 	}
 	defer disconnect(ctx)
-	store, err := lib.Open(ctx, client.Database(coll.Database().Name()).Collection(coll.Name()), "auto", nil, logger, key)
+	store, err := lib.Open(ctx, client.Database(coll.Database().Name()).Collection(coll.Name()), lib.Options{Expiry: "auto", Logger: logger}, key)
 	if err != nil {
 		return err
 	}

@@ -51,7 +51,7 @@ func (r *rekeyRun) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	oldKey, newKey := []byte("the old hash key, of 32 bytes or more"), []byte("the new hash key, of 32 bytes or more")
-	old, err := lib.Open(ctx, coll, "none", nil, r.logger, oldKey)
+	old, err := lib.Open(ctx, coll, lib.Options{Expiry: "none", Logger: r.logger}, oldKey)
 	if err != nil {
 		return err
 	}
@@ -61,7 +61,7 @@ func (r *rekeyRun) run(ctx context.Context, out io.Writer) error {
 		return err
 	}
 	fmt.Fprintf(out, "stored %d sessions under the old key in %.1fs\n", r.n, time.Since(start).Seconds())
-	rotated, err := lib.Open(ctx, coll, "none", nil, r.logger, newKey, nil, oldKey, nil)
+	rotated, err := lib.Open(ctx, coll, lib.Options{Expiry: "none", Logger: r.logger}, newKey, nil, oldKey, nil)
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,7 @@ type scaleRun struct {
 	sizes                            []int
 	sessions, loads, workers, rounds int
 	ttlPeriod, phaseTimeout          time.Duration
+	opTimeout                        time.Duration // the store's Config.Timeout
 }
 
 func scale(fs *flag.FlagSet, c *common) (func() string, func(context.Context, io.Writer) error) {
@@ -50,6 +51,7 @@ func scale(fs *flag.FlagSet, c *common) (func() string, func(context.Context, io
 	fs.IntVar(&s.rounds, "rounds", 4, "interleaved store/bare rounds of the idle measurement")
 	fs.DurationVar(&s.ttlPeriod, "ttl-period", time.Second, "period of the server's TTL job (MongoDB: 60s)")
 	fs.DurationVar(&s.phaseTimeout, "phase-timeout", 2*time.Minute, "longest a measurement or the expiry may take")
+	fs.DurationVar(&s.opTimeout, "op-timeout", 5*time.Second, "the store's Config.Timeout: longest one operation may take")
 	check := func() string {
 		for f := range strings.SplitSeq(*sizes, ",") {
 			n, err := strconv.ParseFloat(strings.NewReplacer("k", "e3", "m", "e6").Replace(strings.ToLower(strings.TrimSpace(f))), 64)
@@ -58,7 +60,7 @@ func scale(fs *flag.FlagSet, c *common) (func() string, func(context.Context, io
 			}
 			s.sizes = append(s.sizes, int(n))
 		}
-		if s.sessions < sessionsPerOwner || s.loads < 1 || s.workers < 1 || s.rounds < 1 || s.ttlPeriod <= 0 || s.phaseTimeout <= 0 {
+		if s.sessions < sessionsPerOwner || s.loads < 1 || s.workers < 1 || s.rounds < 1 || s.ttlPeriod <= 0 || s.phaseTimeout <= 0 || s.opTimeout <= 0 {
 			return fmt.Sprintf("-sessions must be at least %d, -loads, -workers and -rounds at least 1, durations positive", sessionsPerOwner)
 		}
 		return ""
@@ -119,13 +121,15 @@ type result struct {
 // benchSize runs the benchmark of one size on coll.
 func (s *scaleRun) benchSize(ctx context.Context, coll *mongo.Collection, out io.Writer, res *result) error {
 	key := db.RandomBytes(32)
-	store, err := lib.Open(ctx, coll, "ttl", nil, s.logger, key)
+	opts := lib.Options{Expiry: "ttl", Logger: s.logger, Timeout: s.opTimeout}
+	store, err := lib.Open(ctx, coll, opts, key)
 	if res.mode = "ttl"; lib.TTLUnsupported(err) {
 		// An ExpiryGC store makes the indexes; ExpiryNone: no sweep but the timed one.
-		res.mode = "gc"
-		if store, err = lib.Open(ctx, coll, "gc", nil, s.logger, key); err == nil {
+		res.mode, opts.Expiry = "gc", "gc"
+		if store, err = lib.Open(ctx, coll, opts, key); err == nil {
 			store.Close()
-			store, err = lib.Open(ctx, coll, "none", nil, s.logger, key)
+			opts.Expiry = "none"
+			store, err = lib.Open(ctx, coll, opts, key)
 		}
 	}
 	if err != nil {

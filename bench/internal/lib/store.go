@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -22,15 +23,24 @@ type Store struct{ s *mongostore.Store }
 // Codec is mongostore's codec of session values.
 type Codec = mongostore.Codec
 
-// Open opens a store on coll with expiry mode expiry (auto, gc, ttl or none),
-// codec (nil: the default), logger, and the keys of mongostore.NewStore.
-func Open(ctx context.Context, coll *mongo.Collection, expiry string, codec Codec, logger *slog.Logger, keys ...[]byte) (*Store, error) {
+// Options are how Open makes a store: Expiry is auto, gc, ttl or none;
+// Codec nil is the default; Timeout 0 is the store's default.
+type Options struct {
+	Expiry  string
+	Codec   Codec
+	Logger  *slog.Logger
+	Timeout time.Duration
+}
+
+// Open opens a store on coll with opts and the keys of mongostore.NewStore.
+func Open(ctx context.Context, coll *mongo.Collection, opts Options, keys ...[]byte) (*Store, error) {
 	mode, ok := map[string]mongostore.ExpiryMode{"auto": mongostore.ExpiryAuto, "gc": mongostore.ExpiryGC,
-		"ttl": mongostore.ExpiryTTL, "none": mongostore.ExpiryNone}[expiry]
+		"ttl": mongostore.ExpiryTTL, "none": mongostore.ExpiryNone}[opts.Expiry]
 	if !ok {
-		return nil, fmt.Errorf("unknown expiry mode %q", expiry)
+		return nil, fmt.Errorf("unknown expiry mode %q", opts.Expiry)
 	}
-	s, err := mongostore.NewStore(ctx, coll, mongostore.Config{Logger: logger, Expiry: mode, Codec: codec}, keys...)
+	cfg := mongostore.Config{Logger: opts.Logger, Expiry: mode, Codec: opts.Codec, Timeout: opts.Timeout}
+	s, err := mongostore.NewStore(ctx, coll, cfg, keys...)
 	if err != nil {
 		return nil, err
 	}
