@@ -256,7 +256,9 @@ func countDocuments(t *testing.T, coll *mongo.Collection) int64 {
 // usersCollection returns a collection that is not the store's: users,
 // with an index on expiresAt (a TTL one of an hour where the server has
 // TTL indexes; plain and named as the store's own where it has not), and
-// the indexes it had then.
+// the indexes it had then. Its expiresAt dates run from 40 minutes ago
+// to 40 minutes from now: two past, none an hour past, so that the server's
+// TTL job deletes none while a test runs.
 func usersCollection(t *testing.T) (string, *mongo.Collection, []bson.Raw) {
 	t.Helper()
 	name, coll := testCollection(t)
@@ -265,7 +267,7 @@ func usersCollection(t *testing.T) (string, *mongo.Collection, []bson.Raw) {
 	var docs []any
 	for i := range 5 {
 		docs = append(docs, bson.D{{Key: "name", Value: fmt.Sprintf("user%d", i)}, {Key: "email", Value: fmt.Sprintf("user%d@example.com", i)},
-			{Key: "v", Value: 1}, {Key: "expiresAt", Value: now.Add(time.Duration(i-2) * time.Hour)}})
+			{Key: "v", Value: 1}, {Key: "expiresAt", Value: now.Add(time.Duration(i-2) * 20 * time.Minute)}})
 	}
 	if _, err := coll.InsertMany(ctx, docs); err != nil {
 		t.Fatal(err)
