@@ -18,7 +18,7 @@ FUZZ_TARGETS := FuzzDecodeCookie FuzzDecodeDocument FuzzCompactCodec FuzzGobFall
 
 # Each stage says what it does and how long it takes, and then how long it
 # took. The estimates are the times of a fresh clone on a 2-core machine
-# whose Go build cache already holds this code (about 4 minutes in all),
+# whose Go build cache already holds this code (about 6 minutes in all),
 # against the embedded server. With a cold build cache (a new machine, or
 # after changing the code) each stage first compiles with -race: minutes
 # more, about 7 in all after a change, more on a new machine.
@@ -27,12 +27,12 @@ test: browser test-start vet
 	else server="an embedded FerretDB v1 server (built by the tests)"; fi; \
 	for m in $(MODULES); do \
 		case $$m in \
-		.) what="the library's tests"; t="~1.5 min";; \
+		.) what="the library's tests"; t="~2 min";; \
 		embeddb) what="the embedded server's tests"; t="~5 s";; \
-		example) what="the sample app's tests, with headless Chromium"; t="~45 s";; \
+		example) what="the sample app's tests, with headless Chromium"; t="~1 min";; \
 		ginstore) what="the gin adapter's tests"; t="~10 s";; \
-		bench) what="the benchmarks' tests"; t="~50 s";; \
-		oteltest) what="the telemetry's tests (spans and metrics, with the OpenTelemetry SDK)"; t="~5 s";; \
+		bench) what="the benchmarks' tests"; t="~80 s";; \
+		oteltest) what="the telemetry's tests (spans and metrics, with the OpenTelemetry SDK)"; t="~10 s";; \
 		*) what="tests"; t="";; \
 		esac; \
 		start=$$(date +%s); \
@@ -42,7 +42,7 @@ test: browser test-start vet
 	done
 
 test-start:
-	@echo "== make test: go vet, then the tests of $(words $(MODULES)) modules, one stage each (about 4 minutes on 2 cores with a warm build cache; minutes more for what it must compile)"
+	@echo "== make test: go vet, then the tests of $(words $(MODULES)) modules, one stage each (about 6 minutes on 2 cores with a warm build cache; minutes more for what it must compile)"
 
 # The same tests against FerretDB v2 + PostgreSQL/DocumentDB, a server with
 # real TTL indexes, built and started by ../shared/docdb/docdb.sh.
