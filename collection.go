@@ -410,9 +410,7 @@ func (c collection) insertRaw(ctx context.Context, raw bson.Raw) error {
 	return nil
 }
 
-// delete deletes the document id, and says whether it existed. It is a
-// deleteOne: FerretDB v1 scans the collection for a deleteMany, even of
-// exactly {_id: …}.
+// delete deletes the document id, and says whether it existed.
 func (c collection) delete(ctx context.Context, id string) (bool, error) {
 	res, err := c.c.DeleteOne(ctx, idFilter(id))
 	if err != nil {
