@@ -21,9 +21,9 @@ import (
 
 // This file is the store's whole database surface: the document format and
 // every command the store sends. A request's commands filter on _id: a
-// save's on {_id, rev, expiresAt > now} where the server's planner uses the
-// _id index for it, on exactly {_id: …} on FerretDB v1, which uses an index
-// for that shape only.
+// save's on {_id, rev} where the server's planner uses the _id index for
+// it, on exactly {_id: …} on FerretDB v1, which uses an index for that
+// shape only.
 
 // formatVersion is the document format written, in field v. Format 2 added
 // lineage; format 1 documents are still read, and saved as format 2.
@@ -208,12 +208,10 @@ func idFilter(id string) bson.Raw {
 	return b
 }
 
-// saveFilter returns {_id: id, rev: rev, expiresAt: {$gt: now}}.
-func saveFilter(id string, rev int64, now time.Time) bson.Raw {
-	i, b := bsoncore.AppendDocumentStart(make([]byte, 0, 64+len(id)))
+// saveFilter returns {_id: id, rev: rev}.
+func saveFilter(id string, rev int64) bson.Raw {
+	i, b := bsoncore.AppendDocumentStart(make([]byte, 0, 32+len(id)))
 	b = bsoncore.AppendInt64Element(bsoncore.AppendStringElement(b, fieldID, id), fieldRev, rev)
-	j, b := bsoncore.AppendDocumentElementStart(b, fieldExpiresAt)
-	b, _ = bsoncore.AppendDocumentEnd(bsoncore.AppendDateTimeElement(b, "$gt", now.UnixMilli()), j)
 	b, _ = bsoncore.AppendDocumentEnd(b, i)
 	return b
 }
@@ -292,7 +290,9 @@ func (c collection) insert(ctx context.Context, d *document) error {
 // save makes the document d.id d if it is still live at now and at version
 // v, and returns nil. If another save changed it since, it returns that
 // save's document, and the version the next attempt builds on. A document
-// no longer live gives ErrSessionGone: it is never inserted again.
+// no longer live gives ErrSessionGone: it is never inserted again. A rev
+// names one version, and v says when that one expires: past it, only a
+// version another save wrote can take this one.
 func (c collection) save(ctx context.Context, d *document, v version, now time.Time) (bson.Raw, version, error) {
 	if err := c.detect(ctx); err != nil {
 		return nil, v, err
@@ -300,9 +300,11 @@ func (c collection) save(ctx context.Context, d *document, v version, now time.T
 	if c.exactID() {
 		return c.saveExactID(ctx, d, v, now)
 	}
-	res, err := c.c.UpdateOne(ctx, saveFilter(d.id, v.rev, now), d.update(v.owned))
-	if err != nil || res.MatchedCount > 0 {
-		return nil, v, dbErrorOrNil("save session", err)
+	if v.expiresAt.After(now) { // else v is no longer live: only another save's version can be
+		res, err := c.c.UpdateOne(ctx, saveFilter(d.id, v.rev), d.update(v.owned))
+		if err != nil || res.MatchedCount > 0 {
+			return nil, v, dbErrorOrNil("save session", err)
+		}
 	}
 	raw, err := c.find(ctx, d.id)
 	switch {
