@@ -117,6 +117,14 @@ func (compactCodec) Encode(values map[any]any) ([]byte, error) {
 	return b, err
 }
 
+// canonical reports whether data, which codec encoded, is the default
+// codec's compact form: its keys sorted, the only encoding of its values,
+// so that other bytes hold other values (but for a float's sign of zero).
+func canonical(codec Codec, data []byte) bool {
+	_, ok := codec.(compactCodec)
+	return ok && len(data) > 0 && data[0] == compactForm
+}
+
 func encodeGobForm(values map[any]any) ([]byte, error) {
 	buf := bytes.NewBuffer([]byte{gobForm})
 	if err := gob.NewEncoder(buf).Encode(values); err != nil {

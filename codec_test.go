@@ -234,6 +234,29 @@ func TestCompactCodecIsDeterministic(t *testing.T) {
 	}
 }
 
+// TestCanonical checks which encodings the middleware's change check
+// compares as bytes alone: the default codec's compact form only.
+func TestCanonical(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		codec  Codec
+		values map[any]any
+		want   bool
+	}{
+		{"compact form", compactCodec{}, compactSample(), true},
+		{"empty", compactCodec{}, map[any]any{}, true},
+		{"gob form (an int key)", compactCodec{}, map[any]any{42: "answer"}, false},
+		{"gob form (a struct)", compactCodec{}, map[any]any{"p": codecProfile{ID: 7}}, false},
+		{"JSON", JSONCodec{}, map[any]any{"k": "v"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := canonical(tc.codec, mustEncode(t, tc.codec, tc.values)); got != tc.want {
+				t.Fatalf("canonical = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 // TestCompactCodecFallsBackToGob checks that values without a compact form
 // (a registered struct, a non-string key) still round-trip, through gob.
 func TestCompactCodecFallsBackToGob(t *testing.T) {

@@ -123,8 +123,8 @@ func (w *sessionWriter) mustWrite(st sessionState) bool {
 }
 
 // changed reports whether the values differ from st.encoded: neither their
-// encodings nor (a codec may encode equal values differently) the values
-// decoded from it are equal.
+// encodings nor (a codec may encode equal values differently, unless the
+// encoding is canonical) the values decoded from it are equal.
 func (w *sessionWriter) changed(st sessionState) bool {
 	codec := w.store.cfg.Codec
 	enc, err := codec.Encode(w.session.Values)
@@ -134,7 +134,9 @@ func (w *sessionWriter) changed(st sessionState) bool {
 	if bytes.Equal(enc, st.encoded) {
 		return false
 	}
-	w.encoded = enc
+	if w.encoded = enc; canonical(codec, enc) {
+		return true
+	}
 	if w.stored == nil {
 		if w.stored, err = codec.Decode(st.encoded); err != nil {
 			return true
