@@ -44,6 +44,12 @@ func TestScale(t *testing.T) {
 		"lost: 0; the 50 real sessions reloaded", "0 of 1750 live filler documents missing", "| 2000 |", "owners: 10 of 5 sessions each")
 }
 
+// TestFilters runs bench filters briefly: every filter matches every time.
+func TestFilters(t *testing.T) {
+	runOK(t, []string{"filters", "-db", "mongostore_filters_test", "-users", "2", "-docs", "5", "-rounds", "2", "-round", "300ms"},
+		"| {_id} | ", "| {_id, rev} | ", "| {_id, rev, expiresAt > now} | ")
+}
+
 // TestListingPlan checks how bench scale names the plan of a listing, on
 // each server's explain output.
 func TestListingPlan(t *testing.T) {

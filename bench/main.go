@@ -1,10 +1,11 @@
 // Command bench measures mongostore against the bare driver sending the
 // same commands, in interleaved rounds (the machine is shared and noisy):
 //
-//	bench scale [flags]  # make scale: loads, expiry and per-user listings at 10k to 1M sessions (scale.go)
-//	bench http [flags]   # make bench-http: req/s through HTTP handlers, beside laziness-coders/mongostore (http.go)
-//	bench conc [flags]   # make bench-conc: lost updates of one client's overlapping requests (conc.go)
-//	bench rekey [flags]  # Store.Rekey's throughput over -n stored sessions (rekey.go)
+//	bench scale [flags]    # make scale: loads, expiry and per-user listings at 10k to 1M sessions (scale.go)
+//	bench http [flags]     # make bench-http: req/s through HTTP handlers, beside laziness-coders/mongostore (http.go)
+//	bench conc [flags]     # make bench-conc: lost updates of one client's overlapping requests (conc.go)
+//	bench rekey [flags]    # Store.Rekey's throughput over -n stored sessions (rekey.go)
+//	bench filters [flags]  # what each condition of a save's filter costs the server (filters.go)
 //
 // on $MONGODB_URI, -uri, or else an embedded FerretDB v1 server in process.
 // Exit status 1: the run failed; 2: bad usage. Every call to mongostore is
@@ -52,16 +53,16 @@ func main() {
 // run runs the subcommand of args, printing to out (flag errors to stderr). A
 // subcommand registers its flags, returns their check ("" if right) and run.
 func run(ctx context.Context, args []string, out, stderr io.Writer) (err error) {
-	cmds := map[string]func(*flag.FlagSet, *common) (func() string, func(context.Context, io.Writer) error){"scale": scale, "http": httpBench, "conc": conc, "rekey": rekeyBench}
+	cmds := map[string]func(*flag.FlagSet, *common) (func() string, func(context.Context, io.Writer) error){"scale": scale, "http": httpBench, "conc": conc, "rekey": rekeyBench, "filters": filtersBench}
 	if len(args) == 0 || cmds[args[0]] == nil {
-		return fmt.Errorf("%w: bench scale|http|conc|rekey [flags]", errUsage)
+		return fmt.Errorf("%w: bench scale|http|conc|rekey|filters [flags]", errUsage)
 	}
 	fs := flag.NewFlagSet("bench "+args[0], flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	c := &common{logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
 	fs.StringVar(&c.uri, "uri", os.Getenv("MONGODB_URI"), "MongoDB URI (default $MONGODB_URI)")
 	fs.StringVar(&c.db, "db", "mongostore_"+args[0], "database")
-	fs.DurationVar(&c.timeout, "timeout", map[string]time.Duration{"scale": 20 * time.Minute, "http": 5 * time.Minute, "conc": 5 * time.Minute, "rekey": 30 * time.Minute}[args[0]],
+	fs.DurationVar(&c.timeout, "timeout", map[string]time.Duration{"scale": 20 * time.Minute, "http": 5 * time.Minute, "conc": 5 * time.Minute, "rekey": 30 * time.Minute, "filters": 10 * time.Minute}[args[0]],
 		"total time budget; the run stops when it is spent")
 	check, do := cmds[args[0]](fs, c)
 	err = fs.Parse(args[1:])
