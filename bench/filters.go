@@ -81,7 +81,10 @@ func (r *filtersRun) run(ctx context.Context, out io.Writer) error {
 		docs[i] = bson.D{{Key: "_id", Value: ids[i]}, {Key: "rev", Value: revs[i]}, {Key: "data", Value: data},
 			{Key: "expiresAt", Value: time.Now().Add(time.Hour)}}
 	}
-	next := make([]int, r.users) // worker w updates documents w, w+users, …
+	next := make([]int, r.users) // the document worker w updates next: w, w+users, …, then w again
+	for w := range next {
+		next[w] = w
+	}
 	if _, err := coll.InsertMany(ctx, docs); err != nil {
 		return err
 	}
@@ -93,9 +96,9 @@ func (r *filtersRun) run(ctx context.Context, out io.Writer) error {
 	turn := func(name string) load.Batch {
 		filter := saveFilters[byName[name]].filter
 		return load.Run(ctx, r.users, 0, r.round, nil, func(ctx context.Context, w, _ int) error {
-			i := w + next[w]*r.users
-			if next[w]++; w+next[w]*r.users >= r.docs {
-				next[w] = 0
+			i := next[w]
+			if next[w] += r.users; next[w] >= r.docs {
+				next[w] = w
 			}
 			return update(ctx, coll, ids[i], &revs[i], data, filter)
 		})
