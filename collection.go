@@ -414,11 +414,8 @@ func (c collection) insertRaw(ctx context.Context, raw bson.Raw) error {
 
 // delete deletes the document id, and says whether it existed.
 func (c collection) delete(ctx context.Context, id string) (bool, error) {
-	res, err := c.c.DeleteOne(ctx, idFilter(id))
-	if err != nil {
-		return false, dbError("delete session", err)
-	}
-	return res.DeletedCount > 0, nil
+	n, err := c.deleteMany(ctx, "delete session", idFilter(id), "")
+	return n > 0, err
 }
 
 // maxEndRounds bounds how often an ending looks again for what is left.
