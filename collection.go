@@ -1,13 +1,10 @@
 package mongostore
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,22 +17,25 @@ import (
 )
 
 // This file is the store's whole database surface: the document format and
-// every command the store sends. A request's commands filter on _id: a
-// save's on {_id, rev} where the server's planner uses the _id index for
-// it, on exactly {_id: …} on FerretDB v1, which uses an index for that
-// shape only.
+// every command the store sends. Each command on one session addresses its
+// document by _id, the chain ID, so that a sharded collection (shard key
+// {_id: "hashed"}) sends it to one shard.
 
-// formatVersion is the document format written, in field v. Format 2 added
-// lineage; format 1 documents are still read, and saved as format 2.
+// Document formats, in field v. Format 3 is written: one document per
+// sign-in chain, its _id the chain ID, sid the hash of the current secret.
+// Formats 1 and 2 (whose _id is the hash of the secret) are read, and
+// adopted in place by their next save.
 const (
-	formatVersion = 2
 	format1       = 1
+	format2       = 2 // format 1 with lineage
+	formatVersion = 3
 )
 
 // Field names of a session document.
 const (
-	fieldID        = "_id"       // hex SHA-256 of the session ID
-	fieldVersion   = "v"         // formatVersion
+	fieldID        = "_id"       // the chain ID (formats 1 and 2: the hex SHA-256 of the session ID)
+	fieldVersion   = "v"         // the format
+	fieldSID       = "sid"       // format 3: the hex SHA-256 of the current secret
 	fieldRev       = "rev"       // revision: 1 when inserted, one more at every save
 	fieldData      = "data"      // the encoded values in an envelope (see sealer.wrap)
 	fieldMAC       = "mac"       // HMAC-SHA256 of every field above and below but owner
@@ -43,17 +43,17 @@ const (
 	fieldUpdatedAt = "updatedAt" // when it was last saved
 	fieldExpiresAt = "expiresAt" // when it ends; the TTL index deletes it then
 	fieldMaxAge    = "maxAge"    // the session's own Options.MaxAge, in seconds
-	fieldLineage   = "lineage"   // format 2: the _id its sign-in chain began at; absent where that is _id
+	fieldLineage   = "lineage"   // format 2: the _id its chain began at; removed by the next save
 	fieldOwner     = "owner"     // a keyed digest of the owner (SetOwner); absent without one
 )
 
-// Index names, and the TTL index's expireAfterSeconds. The owner and
-// lineage indexes are partial: a document without the field has no entry,
-// and costs its saves nothing there.
+// Index names, and the TTL index's expireAfterSeconds. The owner index is
+// partial: a document without an owner has no entry, and costs its saves
+// nothing there.
 const (
 	expiresAtIndexName    = setup.ExpiresAtIndexName
 	ownerIndexName        = setup.OwnerIndexName
-	lineageIndexName      = setup.LineageIndexName
+	lineageIndexName      = setup.LineageIndexName     // format 2's, dropped by NewStore
 	sparseOwnerIndexName  = setup.SparseOwnerIndexName // format 1's
 	ttlExpireAfterSeconds = setup.TTLExpireAfterSeconds
 )
@@ -63,19 +63,16 @@ const sweepComment = "mongostore gc sweep"
 
 // document is a session document.
 type document struct {
-	id                              string
-	format                          int64 // formatVersion for every document written
-	lineage                         string
+	id                              string // the chain ID
+	format                          int64
+	sid                             string // the secret's hash; formats 1 and 2: id
+	lineage                         string // format 2, read for its MAC only
 	rev                             int64
 	createdAt, updatedAt, expiresAt time.Time // millisecond precision
 	maxAge                          int
 	data, mac                       []byte
 	owner                           string // "" for none
 }
-
-// chain returns the _id of the document its sign-in chain began at:
-// RegenerateID moves a session to a new _id and keeps its chain.
-func (d *document) chain() string { return cmp.Or(d.lineage, d.id) }
 
 var errMalformed = errors.New("malformed session document")
 
@@ -92,13 +89,17 @@ func parseDocument(raw bson.Raw) (document, error) {
 		return nil
 	}
 	version, ok := raw.Lookup(fieldVersion).AsInt64OK()
-	if ok && version != format1 && version != formatVersion {
+	if ok && (version < format1 || version > formatVersion) {
 		return d, fmt.Errorf("%w: unknown format version %d", errMalformed, version)
 	}
 	maxAge, okAge := raw.Lookup(fieldMaxAge).AsInt64OK()
 	d.format, d.maxAge = version, int(maxAge)
-	var okID, okRev, okData, okMAC, okC, okU, okE bool
+	var okID, okSID, okRev, okData, okMAC, okC, okU, okE bool
 	d.id, okID = raw.Lookup(fieldID).StringValueOK()
+	d.sid, okSID = d.id, true
+	if version == formatVersion {
+		d.sid, okSID = raw.Lookup(fieldSID).StringValueOK()
+	}
 	d.rev, okRev = raw.Lookup(fieldRev).AsInt64OK()
 	d.data, okData = binaryOK(raw.Lookup(fieldData))
 	d.mac, okMAC = binaryOK(raw.Lookup(fieldMAC))
@@ -106,12 +107,12 @@ func parseDocument(raw bson.Raw) (document, error) {
 	d.updatedAt, okU = dateOK(raw.Lookup(fieldUpdatedAt))
 	d.expiresAt, okE = dateOK(raw.Lookup(fieldExpiresAt))
 	d.owner, _ = raw.Lookup(fieldOwner).StringValueOK()
-	if version == formatVersion {
+	if version == format2 {
 		d.lineage, _ = raw.Lookup(fieldLineage).StringValueOK()
 	}
-	return d, errors.Join(get(fieldVersion, ok), get(fieldID, okID), get(fieldRev, okRev), get(fieldData, okData),
-		get(fieldMAC, okMAC), get(fieldCreatedAt, okC), get(fieldUpdatedAt, okU), get(fieldExpiresAt, okE),
-		get(fieldMaxAge, okAge))
+	return d, errors.Join(get(fieldVersion, ok), get(fieldID, okID), get(fieldSID, okSID), get(fieldRev, okRev),
+		get(fieldData, okData), get(fieldMAC, okMAC), get(fieldCreatedAt, okC), get(fieldUpdatedAt, okU),
+		get(fieldExpiresAt, okE), get(fieldMaxAge, okAge))
 }
 
 func binaryOK(v bson.RawValue) ([]byte, bool) {
@@ -130,7 +131,7 @@ func dateOK(v bson.RawValue) (time.Time, bool) {
 
 // raw returns the document as written.
 func (d *document) raw() bson.Raw {
-	i, b := bsoncore.AppendDocumentStart(make([]byte, 0, 256+len(d.data)))
+	i, b := bsoncore.AppendDocumentStart(make([]byte, 0, 320+len(d.data)))
 	b = d.appendFields(bsoncore.AppendStringElement(b, fieldID, d.id))
 	b, _ = bsoncore.AppendDocumentEnd(b, i)
 	return b
@@ -139,6 +140,7 @@ func (d *document) raw() bson.Raw {
 // appendFields appends the document's fields but _id to b.
 func (d *document) appendFields(b []byte) []byte {
 	b = bsoncore.AppendInt32Element(b, fieldVersion, formatVersion)
+	b = bsoncore.AppendStringElement(b, fieldSID, d.sid)
 	b = bsoncore.AppendInt64Element(b, fieldRev, d.rev)
 	b = bsoncore.AppendBinaryElement(b, fieldData, bson.TypeBinaryGeneric, d.data)
 	b = bsoncore.AppendBinaryElement(b, fieldMAC, bson.TypeBinaryGeneric, d.mac)
@@ -146,24 +148,27 @@ func (d *document) appendFields(b []byte) []byte {
 	b = bsoncore.AppendDateTimeElement(b, fieldUpdatedAt, d.updatedAt.UnixMilli())
 	b = bsoncore.AppendDateTimeElement(b, fieldExpiresAt, d.expiresAt.UnixMilli())
 	b = bsoncore.AppendInt64Element(b, fieldMaxAge, int64(d.maxAge))
-	if d.lineage != "" && d.lineage != d.id { // no field, and no index entry, for a chain's first document
-		b = bsoncore.AppendStringElement(b, fieldLineage, d.lineage)
-	}
-	if d.owner != "" { // likewise without an owner
+	if d.owner != "" { // no field, and no index entry, without an owner
 		b = bsoncore.AppendStringElement(b, fieldOwner, d.owner)
 	}
 	return b
 }
 
-// update returns the update that makes an existing document, which has an
-// owner field if hadOwner, d.
-func (d *document) update(hadOwner bool) bson.Raw {
-	i, b := bsoncore.AppendDocumentStart(make([]byte, 0, 256+len(d.data)))
+// update returns the update that makes the document at version v d: its
+// fields set, an owner it no longer has and format 2's lineage unset.
+func (d *document) update(v version) bson.Raw {
+	i, b := bsoncore.AppendDocumentStart(make([]byte, 0, 320+len(d.data)))
 	j, b := bsoncore.AppendDocumentElementStart(b, "$set")
 	b, _ = bsoncore.AppendDocumentEnd(d.appendFields(b), j)
-	if hadOwner && d.owner == "" {
+	if (v.owned && d.owner == "") || v.format == format2 {
 		j, b = bsoncore.AppendDocumentElementStart(b, "$unset")
-		b, _ = bsoncore.AppendDocumentEnd(bsoncore.AppendStringElement(b, fieldOwner, ""), j)
+		if v.owned && d.owner == "" {
+			b = bsoncore.AppendStringElement(b, fieldOwner, "")
+		}
+		if v.format == format2 {
+			b = bsoncore.AppendStringElement(b, fieldLineage, "")
+		}
+		b, _ = bsoncore.AppendDocumentEnd(b, j)
 	}
 	b, _ = bsoncore.AppendDocumentEnd(b, i)
 	return b
@@ -180,25 +185,14 @@ func live(raw bson.Raw, now time.Time) bool {
 // loaded, or last wrote.
 type version struct {
 	rev       int64
-	mac       []byte // the MAC covers every field a save writes: it names the version
-	owned     bool   // the document has an owner field
+	format    int64
+	owned     bool // the document has an owner field
 	expiresAt time.Time
 }
 
-// versionOf returns the version of a raw document.
-func versionOf(raw bson.Raw) version {
-	v := version{}
-	v.rev, _ = raw.Lookup(fieldRev).AsInt64OK()
-	v.mac, _ = binaryOK(raw.Lookup(fieldMAC))
-	_, err := raw.LookupErr(fieldOwner)
-	v.owned = err == nil
-	v.expiresAt, _ = dateOK(raw.Lookup(fieldExpiresAt))
-	return v
-}
-
-// written returns the version d is once written.
-func (d *document) written() version {
-	return version{rev: d.rev, mac: d.mac, owned: d.owner != "", expiresAt: d.expiresAt}
+// version returns the version of d.
+func (d *document) version() version {
+	return version{rev: d.rev, format: d.format, owned: d.owner != "", expiresAt: d.expiresAt}
 }
 
 // idFilter returns {_id: id}.
@@ -208,8 +202,8 @@ func idFilter(id string) bson.Raw {
 	return b
 }
 
-// saveFilter returns {_id: id, rev: rev}.
-func saveFilter(id string, rev int64) bson.Raw {
+// revFilter returns {_id: id, rev: rev}: one version of one document.
+func revFilter(id string, rev int64) bson.Raw {
 	i, b := bsoncore.AppendDocumentStart(make([]byte, 0, 32+len(id)))
 	b = bsoncore.AppendInt64Element(bsoncore.AppendStringElement(b, fieldID, id), fieldRev, rev)
 	b, _ = bsoncore.AppendDocumentEnd(b, i)
@@ -221,44 +215,41 @@ func saveFilter(id string, rev int64) bson.Raw {
 // use the client's write concern. Errors wrap ErrDatabase.
 type collection struct {
 	c      *mongo.Collection
-	server *atomic.Int32 // serverUnknown until detect succeeds
-	saving *idLocks      // FerretDB v1: one write of a document at a time in this process
-	margin time.Duration // FerretDB v1: a save this near expiry checks it in its filter
+	locks  *chainLocks   // one write of a chain at a time in this process
+	atomic *atomic.Int32 // atomicUnknown until atomicWrites asks the server
 }
 
-// What detect found.
+// What atomicWrites found.
 const (
-	serverUnknown = iota
-	serverPlanner // uses the _id index for {_id, …} and updates atomically
-	serverExactID // FerretDB v1: an index only for exactly {_id: …}, no atomic conditional update
+	atomicUnknown = iota
+	atomicYes     // a conditional update or delete is one atomic step
+	atomicNo      // FerretDB v1: it reads, then writes
 )
 
-func newCollection(c *mongo.Collection, timeout time.Duration) collection {
-	return collection{c: c.Clone(options.Collection().SetReadPreference(readpref.Primary())), server: new(atomic.Int32),
-		saving: &idLocks{}, margin: timeout}
+func newCollection(c *mongo.Collection) collection {
+	return collection{c: c.Clone(options.Collection().SetReadPreference(readpref.Primary())), locks: &chainLocks{},
+		atomic: new(atomic.Int32)}
 }
 
-// detect finds out, once, whether the server is FerretDB v1, which
-// answers buildInfo with a ferretdbVersion field (v2 with a ferretdb
-// document). A server that refuses buildInfo is taken to have a planner.
-func (c collection) detect(ctx context.Context) error {
-	if c.server.Load() != serverUnknown {
-		return nil
+// atomicWrites reports whether the server's conditional writes are atomic
+// across processes: not on FerretDB v1, which answers buildInfo with a
+// ferretdbVersion field. A server that refuses buildInfo is taken to be
+// MongoDB.
+func (c collection) atomicWrites(ctx context.Context) (bool, error) {
+	if kind := c.atomic.Load(); kind != atomicUnknown {
+		return kind == atomicYes, nil
 	}
 	raw, err := c.c.Database().RunCommand(ctx, bson.D{{Key: "buildInfo", Value: 1}}).Raw()
 	if err != nil && !setup.Unsupported(err) {
-		return dbError("buildInfo", err)
+		return false, dbError("buildInfo", err)
 	}
-	kind := int32(serverPlanner)
+	kind := int32(atomicYes)
 	if setup.ParseBuildInfo(raw).ExactIDOnly() {
-		kind = serverExactID
+		kind = atomicNo
 	}
-	c.server.Store(kind)
-	return nil
+	c.atomic.Store(kind)
+	return kind == atomicYes, nil
 }
-
-// exactID reports whether detect found FerretDB v1.
-func (c collection) exactID() bool { return c.server.Load() == serverExactID }
 
 func dbError(op string, err error) error { return fmt.Errorf("%w: %s: %w", ErrDatabase, op, err) }
 
@@ -287,111 +278,69 @@ func (c collection) insert(ctx context.Context, d *document) error {
 	return nil
 }
 
-// save makes the document d.id d if it is still live at now and at version
-// v, and returns nil. If another save changed it since, it returns that
-// save's document, and the version the next attempt builds on. A document
-// no longer live gives ErrSessionGone: it is never inserted again. A rev
-// names one version, and v says when that one expires: past it, only a
-// version another save wrote can take this one.
-func (c collection) save(ctx context.Context, d *document, v version, now time.Time) (bson.Raw, version, error) {
-	if err := c.detect(ctx); err != nil {
-		return nil, v, err
-	}
-	if c.exactID() {
-		return c.saveExactID(ctx, d, v, now)
-	}
-	if v.expiresAt.After(now) { // else v is no longer live: only another save's version can be
-		res, err := c.c.UpdateOne(ctx, saveFilter(d.id, v.rev), d.update(v.owned))
-		if err != nil || res.MatchedCount > 0 {
-			return nil, v, dbErrorOrNil("save session", err)
+// update makes the document d.id d if it is still at version v, live at
+// now, and returns nil. If another write changed it since, it returns the
+// document as that write left it. A document no longer live gives
+// ErrSessionGone: it is never inserted again. A rev names one version, and
+// v says when that one expires: past it, only a version another save wrote
+// can take this one.
+func (c collection) update(ctx context.Context, d *document, v version, now time.Time) (bson.Raw, error) {
+	if v.expiresAt.After(now) {
+		res, err := c.c.UpdateOne(ctx, revFilter(d.id, v.rev), d.update(v))
+		if err != nil {
+			return nil, dbError("save session", err)
+		}
+		if res.MatchedCount > 0 {
+			return nil, nil
 		}
 	}
 	raw, err := c.find(ctx, d.id)
 	switch {
 	case err != nil:
-		return nil, v, err
+		return nil, err
 	case raw == nil || !live(raw, now):
-		return nil, v, ErrSessionGone
+		return nil, ErrSessionGone
 	}
-	return raw, versionOf(raw), nil
+	return raw, nil
 }
 
-// saveExactID is save on FerretDB v1: a write on exactly {_id} that
-// returns the document it replaced (the caller holds serialize's lock). Near its expiry (within margin) the
-// filter adds expiresAt > now, so an expired session is never extended.
-// Having written over another save's document, the next attempt builds on d.
-func (c collection) saveExactID(ctx context.Context, d *document, v version, now time.Time) (bson.Raw, version, error) {
-	var filter any = idFilter(d.id)
-	if !v.expiresAt.After(now.Add(c.margin)) {
-		filter = bson.D{{Key: fieldID, Value: d.id}, {Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(now)}}}}
+// maxDeleteLooks bounds how often a delete looks again for a document that
+// a concurrent write kept.
+const maxDeleteLooks = 8
+
+// delete deletes the document id, and says whether this command deleted
+// it. Where the server answers none deleted while a concurrent update of
+// it commits (DocumentDB), it looks again.
+func (c collection) delete(ctx context.Context, id string) (bool, error) {
+	unlock, err := c.locks.lock(ctx, id)
+	if err != nil {
+		return false, err
 	}
-	raw, err := c.c.FindOneAndUpdate(ctx, filter, d.update(v.owned), options.FindOneAndUpdate().SetReturnDocument(options.Before)).Raw()
-	before, err := oneOrNone("save session", raw, err)
-	switch {
-	case err != nil:
-		return nil, v, err
-	case before == nil:
-		return nil, v, ErrSessionGone
-	case !live(before, now): // the write reached an expired session: put it back, for the load or sweep that reports it
-		if err := c.restore(ctx, before, d.mac); err != nil {
-			return nil, v, fmt.Errorf("%w; %w", ErrSessionGone, err)
+	defer unlock()
+	for range maxDeleteLooks {
+		res, err := c.c.DeleteOne(ctx, idFilter(id))
+		if err != nil {
+			return false, dbError("delete session", err)
 		}
-		return nil, v, ErrSessionGone
-	case isVersion(before, v.mac):
-		return nil, v, nil
+		if res.DeletedCount > 0 {
+			return true, nil
+		}
+		if raw, err := c.find(ctx, id); raw == nil || err != nil {
+			return false, err
+		}
 	}
-	next := d.written()
-	next.rev = max(next.rev, versionOf(before).rev)
-	return before, next, nil
+	return false, dbError("delete session", errors.New("the session kept being written while it was deleted"))
 }
 
-// restore puts back theirs, the document a save wrote over as ours (its
-// MAC), where the server has no atomic conditional write (FerretDB v1):
-// save wrote over it before it could tell. A document written since stays.
-func (c collection) restore(ctx context.Context, theirs bson.Raw, ours []byte) error {
-	if !c.exactID() {
-		return nil
-	}
-	id, _ := theirs.Lookup(fieldID).StringValueOK()
-	filter := bson.D{{Key: fieldID, Value: id}, {Key: fieldMAC, Value: bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: ours}}}
-	if _, err := c.c.ReplaceOne(ctx, filter, theirs); err != nil {
-		return dbError("restore session", err)
-	}
-	return nil
-}
-
-// isVersion reports whether raw is the document version whose MAC is mac.
-func isVersion(raw bson.Raw, mac []byte) bool {
-	m, ok := binaryOK(raw.Lookup(fieldMAC))
-	return ok && len(mac) > 0 && bytes.Equal(m, mac)
-}
-
-func dbErrorOrNil(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return dbError(op, err)
-}
-
-// serialize waits until no other save of document id in this process is
-// under way, where the server has no atomic conditional write (FerretDB
-// v1's findAndModify reads, then writes), and returns what ends the wait
-// of the next one.
-func (c collection) serialize(ctx context.Context, id string) (unlock func(), err error) {
-	if err := c.detect(ctx); err != nil {
+// remove deletes the document id and returns it, or nil if this command
+// deleted none, looking again as delete does.
+func (c collection) remove(ctx context.Context, id string) (bson.Raw, error) {
+	unlock, err := c.locks.lock(ctx, id)
+	if err != nil {
 		return nil, err
 	}
-	if !c.exactID() {
-		return func() {}, nil
-	}
-	return c.saving.lock(ctx, id)
-}
-
-// remove deletes the document id and returns it, or nil if there was none:
-// where the server answers none while a concurrent update commits
-// (DocumentDB), it looks again.
-func (c collection) remove(ctx context.Context, id string) (bson.Raw, error) {
-	for range maxEndRounds {
+	defer unlock()
+	for range maxDeleteLooks {
 		raw, err := c.c.FindOneAndDelete(ctx, idFilter(id)).Raw()
 		if raw, err = oneOrNone("delete session", raw, err); raw != nil || err != nil {
 			return raw, err
@@ -400,62 +349,7 @@ func (c collection) remove(ctx context.Context, id string) (bson.Raw, error) {
 			return nil, err
 		}
 	}
-	return nil, dbError("delete session", errors.New("the session kept being written while it was moved"))
-}
-
-// insertRaw inserts raw, a document a failed RegenerateID took out; one
-// there already (written meanwhile) stays.
-func (c collection) insertRaw(ctx context.Context, raw bson.Raw) error {
-	if _, err := c.c.InsertOne(ctx, raw); err != nil && !mongo.IsDuplicateKeyError(err) {
-		return dbError("put session back", err)
-	}
-	return nil
-}
-
-// delete deletes the document id, and says whether it existed.
-func (c collection) delete(ctx context.Context, id string) (bool, error) {
-	n, err := c.deleteMany(ctx, "delete session", idFilter(id), "")
-	return n > 0, err
-}
-
-// maxEndRounds bounds how often an ending looks again for what is left.
-const maxEndRounds = 8
-
-// endChain deletes the document id and says whether it ended the chain
-// lineage (the _id its chain began at). Where id is gone, a concurrent
-// RegenerateID may have moved the session, or the server may have answered
-// nothing deleted while a concurrent update committed (DocumentDB): it
-// deletes every document of the chain, and looks again until none is left.
-// A moved session (id is not lineage) gets one sweep of its chain even when
-// id was there: a RegenerateID under way may still hold the other one.
-func (c collection) endChain(ctx context.Context, id, lineage string) (bool, error) {
-	ended, err := c.delete(ctx, id)
-	if err != nil || (ended && id == lineage) {
-		return ended, err
-	}
-	filters := []any{idFilter(lineage), bson.D{{Key: fieldLineage, Value: lineage}}}
-	if id != lineage {
-		filters = append(filters, idFilter(id))
-	}
-	for range maxEndRounds {
-		left := false
-		for _, f := range filters {
-			n, err := c.deleteMany(ctx, "end session", f, "")
-			if err != nil {
-				return ended, err
-			}
-			ended = ended || n > 0
-			raw, err := c.c.FindOne(ctx, f).Raw()
-			if raw, err = oneOrNone("end session", raw, err); err != nil {
-				return ended, err
-			}
-			left = left || raw != nil
-		}
-		if !left {
-			return ended, nil
-		}
-	}
-	return ended, dbError("end session", errors.New("the session kept being written while it was ended"))
+	return nil, dbError("delete session", errors.New("the session kept being written while it was deleted"))
 }
 
 // deleteMany deletes what filter matches and returns how many it deleted.
@@ -611,45 +505,4 @@ func (c collection) dropIndex(ctx context.Context, name string) error {
 		return dbError("drop index", err)
 	}
 	return nil
-}
-
-// idLocks serializes the saves of one session within this process, for a
-// server without an atomic conditional update (FerretDB v1).
-type idLocks struct {
-	mu sync.Mutex
-	m  map[string]*idLock
-}
-
-type idLock struct {
-	ch   chan struct{}
-	refs int
-}
-
-// lock waits for the lock of id, or for ctx to end, and returns its unlock.
-func (l *idLocks) lock(ctx context.Context, id string) (func(), error) {
-	l.mu.Lock()
-	if l.m == nil {
-		l.m = make(map[string]*idLock)
-	}
-	e := l.m[id]
-	if e == nil {
-		e = &idLock{ch: make(chan struct{}, 1)}
-		l.m[id] = e
-	}
-	e.refs++
-	l.mu.Unlock()
-	release := func() {
-		l.mu.Lock()
-		if e.refs--; e.refs == 0 {
-			delete(l.m, id)
-		}
-		l.mu.Unlock()
-	}
-	select {
-	case e.ch <- struct{}{}:
-		return func() { <-e.ch; release() }, nil
-	case <-ctx.Done():
-		release()
-		return nil, dbError("wait for a concurrent save", ctx.Err())
-	}
 }

@@ -15,8 +15,8 @@ import (
 // cookieMaxLength bounds the length of a cookie value the store decodes.
 const cookieMaxLength = 4096
 
-// cookieCodec signs (and, with a block key, encrypts) the session ID into
-// the cookie value, with securecookie: the first key pair writes, every
+// cookieCodec signs (and, with a block key, encrypts) the session's token
+// (see keys.go) into the cookie value, with securecookie: the first key pair writes, every
 // pair reads.
 type cookieCodec []securecookie.Codec
 
@@ -38,11 +38,11 @@ func newCookieCodec(pairs []keyPair) cookieCodec {
 // maxCookies bounds how many cookies of one name the store reads.
 const maxCookies = 8
 
-// sessionIDs returns the session IDs in the request's cookies called name
-// that verify, in order, at most maxCookies, and beside each its cookie's
-// value if the current key signed it (saves send it back rather than sign
-// anew). Without any that verifies, err is the first cookie's error.
-func (c cookieCodec) sessionIDs(r *http.Request, name string) (ids, reusable []string, err error) {
+// tokens returns the tokens in the request's cookies called name that
+// verify, in order, at most maxCookies, and beside each its cookie's value
+// if the current key signed it (saves send it back rather than sign anew).
+// Without any that verifies, err is the first cookie's error.
+func (c cookieCodec) tokens(r *http.Request, name string) (ids, reusable []string, err error) {
 	for _, cookie := range r.CookiesNamed(name) {
 		id, current, cerr := c.decode(name, cookie.Value)
 		switch {
@@ -64,7 +64,7 @@ func (c cookieCodec) sessionIDs(r *http.Request, name string) (ids, reusable []s
 	return ids, reusable, err
 }
 
-// decode verifies a cookie value and returns the session ID it holds, and
+// decode verifies a cookie value and returns the token it holds, and
 // whether the current key pair signed it.
 func (c cookieCodec) decode(name, value string) (id string, current bool, err error) {
 	var raw []byte
@@ -73,13 +73,13 @@ func (c cookieCodec) decode(name, value string) (id string, current bool, err er
 	} else if err := securecookie.DecodeMulti(name, value, &raw, c...); err != nil {
 		return "", false, fmt.Errorf("%w: %w", ErrInvalidCookie, unwrapMulti(err))
 	}
-	if id = string(raw); !validSessionID(id) {
-		return "", false, fmt.Errorf("%w: malformed session ID", ErrInvalidCookie)
+	if id = string(raw); !validToken(id) {
+		return "", false, fmt.Errorf("%w: malformed session token", ErrInvalidCookie)
 	}
 	return id, current, nil
 }
 
-// encode returns the cookie value for session ID id.
+// encode returns the cookie value for token id.
 func (c cookieCodec) encode(name, id string) (string, error) {
 	v, err := securecookie.EncodeMulti(name, []byte(id), c...)
 	if err != nil {

@@ -206,7 +206,7 @@ func FuzzDecodeCookie(f *testing.F) {
 		}
 		return v
 	}
-	id := newSessionID()
+	id := newToken("")
 	encrypted := encode(testSessionName, []byte(id), store.cookies[0])
 	signed := encode(testSessionName, []byte(id), store.cookies[1])
 	for i, v := range []string{encrypted, signed} {
@@ -223,7 +223,7 @@ func FuzzDecodeCookie(f *testing.F) {
 		flipCookie(signed),
 		encode(testSessionName, []byte("short"), store.cookies[0]),                                             // valid signature, malformed ID
 		encode(testSessionName, []byte(id+"="), store.cookies[1]),                                              // padded ID
-		encode(testSessionName, []byte(strings.Repeat("A", idEncoding.EncodedLen(idBytes))), store.cookies[1]), // valid form
+		encode(testSessionName, []byte(strings.Repeat("A", secretEncoding.EncodedLen(idBytes))), store.cookies[1]), // valid form
 		encode("other", []byte(id), store.cookies[0]),                                                          // signed for another name
 		encode(testSessionName, []byte{}, store.cookies[1]),
 		"",
@@ -242,7 +242,7 @@ func FuzzDecodeCookie(f *testing.F) {
 	f.Fuzz(func(t *testing.T, value string) {
 		id, _, err := store.cookies.decode(testSessionName, value)
 		switch {
-		case err == nil && !validSessionID(id):
+		case err == nil && !validToken(id):
 			t.Fatalf("decode(%q) = %q, an invalid session ID, and no error", value, id)
 		case err != nil && !errors.Is(err, ErrInvalidCookie):
 			t.Fatalf("decode(%q) error %v does not wrap ErrInvalidCookie", value, err)

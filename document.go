@@ -32,15 +32,11 @@ func (s *Store) open(raw bson.Raw) (d document, encoded []byte, values map[any]a
 	return d, encoded, values, nil
 }
 
-// encode encodes values, unless encoded holds them, and enforces
-// Config.MaxSize.
-func (s *Store) encode(values map[any]any, encoded []byte) ([]byte, error) {
-	data := encoded
-	if data == nil {
-		var err error
-		if data, err = s.cfg.Codec.Encode(values); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrEncode, err)
-		}
+// encode encodes values and enforces Config.MaxSize.
+func (s *Store) encode(values map[any]any) ([]byte, error) {
+	data, err := s.cfg.Codec.Encode(values)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrEncode, err)
 	}
 	if len(data) > s.cfg.MaxSize {
 		return nil, fmt.Errorf("%w: %d bytes encoded, more than MaxSize (%d)", ErrEncode, len(data), s.cfg.MaxSize)
@@ -48,13 +44,17 @@ func (s *Store) encode(values map[any]any, encoded []byte) ([]byte, error) {
 	return data, nil
 }
 
-// document returns the sealed document of sv's session under id, in the
-// chain lineage, at revision rev.
-func (s *Store) document(sv *saving, id, lineage string, rev int64, createdAt time.Time) document {
-	maxAge := sv.session.Options.MaxAge
-	d := document{id: id, format: formatVersion, lineage: lineage, rev: rev, createdAt: createdAt.Truncate(time.Millisecond),
+// document returns the sealed document that sv writes: revision rev+1 of
+// the version it builds on, or the first of a new chain.
+func (s *Store) document(sv *saving) document {
+	maxAge, createdAt := sv.session.Options.MaxAge, sv.st.createdAt
+	if sv.st.id == "" {
+		createdAt = sv.now
+	}
+	chain, sid, _ := parseToken(sv.token)
+	d := document{id: chain, format: formatVersion, sid: sid, rev: sv.st.rev + 1, createdAt: createdAt.Truncate(time.Millisecond),
 		updatedAt: sv.now.Truncate(time.Millisecond), expiresAt: s.expiresAt(maxAge, createdAt, sv.now), maxAge: maxAge,
-		data: s.sealer.wrap(id, sv.data)}
+		data: s.sealer.wrap(chain, sv.data)}
 	if owner, _ := ownerOf(sv.session.Values); owner != "" {
 		d.owner = s.sealer.ownerDigest(owner)
 	}

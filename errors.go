@@ -1,13 +1,20 @@
 package mongostore
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/gorilla/sessions"
+)
 
 // Every error the store returns wraps one of these (and the driver, codec
 // or securecookie error beneath it, if any): test for them with errors.Is.
 var (
 	// ErrInvalidConfig is returned by NewStore for invalid configuration,
-	// keys, or indexes (the message says what to do), and by Save for
-	// cookie options that browsers would refuse.
+	// keys, or indexes (the message says what to do), by Save for cookie
+	// options that browsers would refuse, and by every method given a nil
+	// argument it needs.
 	ErrInvalidConfig = errors.New("mongostore: invalid configuration")
 
 	// ErrInvalidCookie is returned by Get and New, with a new session, when
@@ -25,7 +32,8 @@ var (
 	ErrEncode = errors.New("mongostore: cannot encode session values")
 
 	// ErrSessionGone is returned by Save and RegenerateID when the session
-	// ended (a logout elsewhere, expiry) after it was loaded: it stays ended.
+	// ended (a logout elsewhere, expiry) after it was loaded, or another
+	// request regenerated it: it stays ended, and the old cookie dead.
 	ErrSessionGone = errors.New("mongostore: session ended after it was loaded")
 
 	// ErrConflict is returned by Save and RegenerateID when concurrent
@@ -35,4 +43,26 @@ var (
 
 	// ErrDatabase wraps failures of database commands, timeouts included.
 	ErrDatabase = errors.New("mongostore: database error")
+
+	// ErrLimit is returned by Save when the session was saved and tied to
+	// its owner, but the owner's sessions beyond
+	// Config.MaxSessionsPerOwner could not all be ended (the error beneath
+	// says why). The session itself is saved.
+	ErrLimit = errors.New("mongostore: the per-owner session limit could not be applied")
 )
+
+// errNil reports a nil argument.
+func errNil(what string) error { return fmt.Errorf("%w: nil %s", ErrInvalidConfig, what) }
+
+// checkArgs checks the arguments of Save and RegenerateID.
+func checkArgs(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
+	switch {
+	case r == nil:
+		return errNil("request")
+	case w == nil:
+		return errNil("response writer")
+	case session == nil:
+		return errNil("session")
+	}
+	return nil
+}

@@ -15,7 +15,7 @@ type Event struct {
 	Reason EndReason // why an EventEnded session ended; "" for other kinds
 
 	// Handle names the session's sign-in chain, as OwnedSession.Handle
-	// does: it stays the same across RegenerateID.
+	// does: it stays the same across RegenerateID and key rotation.
 	Handle string
 	// Owner and Device are as given to SetOwner; "" for none.
 	Owner, Device string
@@ -28,7 +28,7 @@ type EventKind string
 // The kinds of Event.
 const (
 	EventCreated     EventKind = "created"     // first stored
-	EventRegenerated EventKind = "regenerated" // moved to a new ID by RegenerateID
+	EventRegenerated EventKind = "regenerated" // given a new secret by RegenerateID
 	EventEnded       EventKind = "ended"       // ended on purpose: see Event.Reason
 	EventExpired     EventKind = "expired"     // met expired by a load, or deleted by a GC sweep
 )
@@ -52,8 +52,7 @@ func (s *Store) emit(ctx context.Context, kind EventKind, reason EndReason, st s
 	if s.cfg.OnEvent == nil {
 		return
 	}
-	e := Event{Kind: kind, Reason: reason, Handle: s.sealer.handle(st.lineage), Owner: st.owner, Device: st.device,
-		SessionTimes: st.times()}
+	e := Event{Kind: kind, Reason: reason, Handle: handle(st.id), Owner: st.owner, Device: st.device, SessionTimes: st.times()}
 	defer func() {
 		if v := recover(); v != nil {
 			s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: the OnEvent subscriber panicked",
@@ -61,6 +60,16 @@ func (s *Store) emit(ctx context.Context, kind EventKind, reason EndReason, st s
 		}
 	}()
 	s.cfg.OnEvent(ctx, e)
+}
+
+// emitEnd reports the end of the session st describes, which an ending
+// for reason deleted: as an expiry if it had expired by then.
+func (s *Store) emitEnd(ctx context.Context, reason EndReason, st sessionState) {
+	if !s.alive(st.expiresAt, st.createdAt, st.options.MaxAge, s.cfg.Now()) {
+		s.emit(ctx, EventExpired, "", st)
+		return
+	}
+	s.emit(ctx, EventEnded, reason, st)
 }
 
 // expired deletes d, met expired by a load, unless saved since, and
@@ -75,6 +84,6 @@ func (s *Store) expired(ctx context.Context, d *document, values map[any]any) {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: deleting an expired session", slog.String("error", err.Error()))
 	}
 	if deleted {
-		s.emit(ctx, EventExpired, "", stateOf(d, nil, values, &sessions.Options{}))
+		s.emit(ctx, EventExpired, "", stateOf(d, nil, values, &sessions.Options{MaxAge: d.maxAge}))
 	}
 }

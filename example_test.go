@@ -314,12 +314,12 @@ func ExampleStore_Rekey() {
 		log.Fatal(err)
 	}
 	defer rotated.Close()
-	counts, err := rotated.Rekey(ctx, false, nil)
+	counts, err := rotated.Rekey(ctx, mongostore.RekeyOptions{SingleProcess: true})
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("live:", counts.Live, "changed:", counts.Changed, "unverified:", counts.Unverified)
-	counts, _ = rotated.Rekey(ctx, true, nil) // a dry run: what depends on each key pair now
+	counts, _ = rotated.Rekey(ctx, mongostore.RekeyOptions{DryRun: true}) // a dry run: what depends on each key pair now
 	fmt.Println("new key:", counts.ByKey[0], "old key:", counts.ByKey[1])
 	// Output:
 	// live: 3 changed: 3 unverified: 0

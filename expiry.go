@@ -9,8 +9,14 @@ import "time"
 // live reports whether d is live at now: not expired, nor past the
 // absolute timeout in force (maybe shorter than when it was saved).
 func (s *Store) live(d *document, now time.Time) bool {
-	limit, ok := s.absoluteLimit(d.maxAge, d.createdAt)
-	return d.expiresAt.After(now) && (!ok || limit.After(now))
+	return s.alive(d.expiresAt, d.createdAt, d.maxAge, now)
+}
+
+// alive reports whether a session with this MaxAge, created at createdAt
+// and stored until expiresAt, is live at now.
+func (s *Store) alive(expiresAt, createdAt time.Time, maxAge int, now time.Time) bool {
+	limit, ok := s.absoluteLimit(maxAge, createdAt)
+	return expiresAt.After(now) && (!ok || limit.After(now))
 }
 
 // expiresAt is when a session with this MaxAge, created at createdAt and

@@ -52,7 +52,8 @@ func (s *Store) sweepContext(ctx context.Context) (context.Context, context.Canc
 	return context.WithTimeout(ctx, max(s.cfg.Timeout, s.cfg.GCInterval))
 }
 
-// DeleteExpired deletes every expired session and returns how many: for
+// DeleteExpired deletes every expired session and returns how many (a nil
+// ctx gives ErrInvalidConfig): for
 // ExpiryNone, from a cron job say. Without Config.OnEvent it is one
 // command (the server checks the expiry, so a session saved meanwhile
 // stays); with it, the expired sessions are read and deleted one by one,
@@ -60,6 +61,9 @@ func (s *Store) sweepContext(ctx context.Context) (context.Context, context.Canc
 // is longer, and carries the comment "mongostore gc sweep". Errors wrap
 // ErrDatabase.
 func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
+	if ctx == nil {
+		return 0, errNil("context")
+	}
 	ctx, cancel := s.sweepContext(ctx)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opGCSweep)
@@ -78,8 +82,8 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 // sweepBatch is how many expired sessions expireEach reads at a time.
 const sweepBatch = 500
 
-// expireEach deletes the sessions expired at now one at a time, and
-// reports each it deleted (an unreadable one by its handle only).
+// expireEach deletes the documents expired at now one at a time, and
+// reports each it deleted that verifies as a session.
 func (s *Store) expireEach(ctx context.Context, now time.Time) (int64, error) {
 	var n int64
 	for {
@@ -89,14 +93,17 @@ func (s *Store) expireEach(ctx context.Context, now time.Time) (int64, error) {
 		}
 		before := n
 		for _, raw := range docs {
-			deleted, err := s.coll.deleteExpiredOne(ctx, raw.Lookup(fieldID), versionOf(raw).rev, now)
+			rev, _ := raw.Lookup(fieldRev).AsInt64OK()
+			deleted, err := s.coll.deleteExpiredOne(ctx, raw.Lookup(fieldID), rev, now)
 			if err != nil {
 				return n, err
 			}
-			if deleted {
-				n++
-				d, encoded, values, _ := s.open(raw)
-				s.emit(ctx, EventExpired, "", stateOf(&d, encoded, values, &sessions.Options{}))
+			if !deleted {
+				continue
+			}
+			n++
+			if d, _, values, err := s.open(raw); err == nil { // only sessions are reported
+				s.emit(ctx, EventExpired, "", stateOf(&d, nil, values, &sessions.Options{MaxAge: d.maxAge}))
 			}
 		}
 		if len(docs) < sweepBatch || n == before { // n == before: none deletable, stop rather than spin

@@ -301,8 +301,7 @@ func documentDate(t testing.TB, doc bson.Raw, field string) time.Time {
 }
 
 // commandNames returns the names of the commands recorded in l, in order,
-// a save's write as "save": update where the server plans queries,
-// findAndModify on FerretDB v1.
+// a save's write (an update) as "save".
 func commandNames(l *commandLog) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -321,8 +320,7 @@ func commandNames(l *commandLog) []string {
 // isSave reports whether cmd is a save's write of one session.
 func isSave(cmd bson.Raw) bool {
 	name := cmd.Index(0).Key()
-	_, update := cmd.Lookup("update").DocumentOK()
-	return name == "update" || name == "findAndModify" && update
+	return name == "update"
 }
 
 // saveUpdate returns the update of the first save recorded in l.
@@ -437,7 +435,7 @@ func strictSessionHandler(t testing.TB, store *Store, fn func(w http.ResponseWri
 // of the store.
 func signedCookie(t testing.TB, s *Store) string {
 	t.Helper()
-	v, err := s.cookies.encode(testSessionName, newSessionID())
+	v, err := s.cookies.encode(testSessionName, newToken(""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -500,9 +498,9 @@ func unusableCookies(tb testing.TB, s *Store, valid string) []unusableCookie {
 		{"empty", ""},
 		{"garbage", "%%%not base64%%%"},
 		{"huge", strings.Repeat("A", 5000)},
-		{"foreign key", encode(testSessionName, []byte(newSessionID()), foreign)},
+		{"foreign key", encode(testSessionName, []byte(newToken("")), foreign)},
 		{"malformed ID", encode(testSessionName, []byte("not-a-session-id"), s.cookies...)},
-		{"signed for another name", encode("other", []byte(newSessionID()), s.cookies...)},
+		{"signed for another name", encode("other", []byte(newToken("")), s.cookies...)},
 	}
 }
 
@@ -546,4 +544,11 @@ func isWrite(name string) bool {
 		return true
 	}
 	return false
+}
+
+// docID returns the _id of the document of the session whose token
+// (session.ID) is token: its chain ID.
+func docID(token string) string {
+	chain, _, _ := parseToken(token)
+	return chain
 }

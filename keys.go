@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/hkdf"
@@ -13,32 +14,71 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"strings"
 	"sync"
 )
 
-// idBytes is the number of random bytes of a session ID (256 bits).
+// A session's token is its cookie's payload and its session.ID: the chain
+// ID, its document's _id for the whole sign-in, a dot, and a secret of
+// which the document keeps only the SHA-256 (sid). Knowing a chain ID
+// alone loads nothing. A token of formats 1 and 2 is a bare secret; its
+// document's _id is the secret's SHA-256.
+
+// idBytes is the number of random bytes of a chain ID and of a secret (256 bits).
 const idBytes = 32
 
-var idEncoding = base64.RawURLEncoding
+var secretEncoding = base64.RawURLEncoding
 
-// newSessionID returns a fresh session ID: idBytes from crypto/rand, base64url-encoded.
-func newSessionID() string {
-	b := make([]byte, idBytes)
+// randomBytes returns n bytes from crypto/rand.
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
 	_, _ = rand.Read(b) // never fails (Go 1.24+): it crashes the program instead
-	return idEncoding.EncodeToString(b)
+	return b
 }
 
-// validSessionID reports whether id has the form newSessionID gives.
-func validSessionID(id string) bool {
-	b, err := idEncoding.DecodeString(id)
-	return err == nil && len(b) == idBytes
+// newToken returns a token of chain with a fresh secret; "" makes a fresh chain.
+func newToken(chain string) string {
+	if chain == "" {
+		chain = hex.EncodeToString(randomBytes(idBytes))
+	}
+	return chain + "." + secretEncoding.EncodeToString(randomBytes(idBytes))
 }
 
-// docID returns the _id of session ID id's document: its hex SHA-256, so
-// that the database never holds a session ID.
-func docID(id string) string {
-	sum := sha256.Sum256([]byte(id))
+// parseToken returns the chain ID of token and the hash of its secret,
+// and whether token has the form newToken (or formats 1 and 2) gives.
+func parseToken(token string) (chain, sid string, ok bool) {
+	chain, secret, found := strings.Cut(token, ".")
+	if !found {
+		chain, secret = hashHex(token), token
+	}
+	b, err := secretEncoding.DecodeString(secret)
+	return chain, hashHex(secret), err == nil && len(b) == idBytes && validChainID(chain)
+}
+
+// validToken reports whether token has the form of a token.
+func validToken(token string) bool {
+	_, _, ok := parseToken(token)
+	return ok
+}
+
+// validChainID reports whether chain is 64 lowercase hex digits.
+func validChainID(chain string) bool {
+	return len(chain) == 2*idBytes && strings.IndexFunc(chain, func(r rune) bool {
+		return (r < '0' || r > '9') && (r < 'a' || r > 'f')
+	}) < 0
+}
+
+// hashHex returns the hex SHA-256 of s.
+func hashHex(s string) string {
+	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
+}
+
+// handle returns the handle of chain, for ListSessions and events: a
+// digest of the chain ID alone, so that it survives key rotation.
+func handle(chain string) string {
+	sum := sha256.Sum256([]byte("mongostore session handle v2\x00" + chain))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
 }
 
 // minKeyLength is the least number of bytes of a hash key.
@@ -71,13 +111,11 @@ func parseKeyPairs(keys [][]byte) ([]keyPair, error) {
 }
 
 // Document keys, each HKDF-SHA256 of an application key with its own info:
-// a MAC key and an owner digest key per hash key, an AES-256-GCM key per
-// block key, and the handle key of the first hash key. The first pair
-// writes, every pair reads.
+// a MAC key and an owner digest key per hash key, and an AES-256-GCM key
+// per block key. The first pair writes, every pair reads.
 const (
 	macKeyInfo        = "mongostore document MAC v1"
 	encryptionKeyInfo = "mongostore document encryption v1"
-	handleKeyInfo     = "mongostore session handle v1"
 	ownerKeyInfo      = "mongostore owner index v1"
 )
 
@@ -89,7 +127,6 @@ type sealer struct {
 	aeads     []cipher.AEAD
 	encrypt   bool // the first pair has a block key: data is written encrypted
 	plainOK   bool // some pair has no block key: plain data is read (encryption being turned on)
-	handleKey []byte
 	ownerKeys [][]byte
 }
 
@@ -100,7 +137,7 @@ func derive(secret []byte, info string) []byte {
 }
 
 func newSealer(pairs []keyPair) *sealer {
-	s := &sealer{encrypt: pairs[0].block != nil, handleKey: derive(pairs[0].hash, handleKeyInfo)}
+	s := &sealer{encrypt: pairs[0].block != nil}
 	for _, p := range pairs {
 		s.plainOK = s.plainOK || p.block == nil
 		macKey := derive(p.hash, macKeyInfo)
@@ -122,9 +159,12 @@ func mac(pool *sync.Pool, d *document, sum []byte) []byte {
 	m.h.Reset()
 	b := binary.BigEndian.AppendUint64(m.buf[:0], uint64(d.format))
 	b = append(binary.BigEndian.AppendUint64(b, uint64(len(d.id))), d.id...)
-	if d.format != format1 {
-		lineage := d.chain()
+	switch d.format {
+	case format2:
+		lineage := cmp.Or(d.lineage, d.id)
 		b = append(binary.BigEndian.AppendUint64(b, uint64(len(lineage))), lineage...)
+	case formatVersion:
+		b = append(binary.BigEndian.AppendUint64(b, uint64(len(d.sid))), d.sid...)
 	}
 	for _, v := range [...]int64{d.rev, d.createdAt.UnixMilli(), d.updatedAt.UnixMilli(), d.expiresAt.UnixMilli(), int64(d.maxAge)} {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
@@ -242,10 +282,6 @@ func digest(key []byte, s string) string {
 	m.Write([]byte(s))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil)[:16])
 }
-
-// handle returns the handle of the sign-in chain that began at document
-// lineage, for ListSessions and events.
-func (s *sealer) handle(lineage string) string { return digest(s.handleKey, lineage) }
 
 // ownerDigest returns owner's digest under the current key pair.
 func (s *sealer) ownerDigest(owner string) string { return digest(s.ownerKeys[0], owner) }

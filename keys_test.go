@@ -30,12 +30,17 @@ import (
 // starting with # are comments.
 const format1Fixture = "testdata/format1-documents.txt"
 
-// format2Fixture holds the same sessions in format 2, the one written now
-// (format 1 with the chain's lineage in the MAC, and in a field after a
-// RegenerateID), which every later version must load too.
+// format2Fixture holds the same sessions in format 2 (format 1 with the
+// chain's lineage in the MAC, and in a field after a RegenerateID), as the
+// store wrote them until format 3, which every later version must load too.
 const format2Fixture = "testdata/format2-documents.txt"
 
-var updateFixture = flag.Bool("update-fixture", false, "TestWriteFixture rewrites "+format2Fixture)
+// format3Fixture holds the same sessions in format 3, the one written now
+// (one document per sign-in chain: _id the chain ID, sid the hash of the
+// secret), which every later version must load too.
+const format3Fixture = "testdata/format3-documents.txt"
+
+var updateFixture = flag.Bool("update-fixture", false, "TestWriteFixture rewrites "+format3Fixture)
 
 // The sessions of the fixture were created at format1Start and are loaded
 // at format1LoadAt, when every one is live: far in the future, so that no
@@ -189,7 +194,7 @@ func readFormat1Fixture(tb testing.TB, path string) []format1Document {
 // written when format 1 was made, and of format2Fixture, load with their
 // values, times, MaxAge, owner and handle, and are saved again in format 2.
 func TestFormat1DocumentsLoad(t *testing.T) {
-	for path, format := range map[string]int64{format1Fixture: format1, format2Fixture: formatVersion} {
+	for path, format := range map[string]int64{format1Fixture: format1, format2Fixture: format2, format3Fixture: formatVersion} {
 		docs := readFormat1Fixture(t, path)
 		if len(docs) != len(format1Cases) {
 			t.Fatalf("%s: %d fixture documents, want %d", path, len(docs), len(format1Cases))
@@ -208,12 +213,12 @@ func TestFormat1DocumentsLoad(t *testing.T) {
 // -update-fixture it writes them to format2Fixture.
 func TestWriteFixture(t *testing.T) {
 	var out bytes.Buffer
-	out.WriteString(`# Session documents of format 2, which every later version must load
+	out.WriteString(`# Session documents of format 3, which every later version must load
 # (TestFormat1DocumentsLoad). Written by
 #	go test -run '^TestWriteFixture$' -update-fixture .
 # with the keys testHashKey (and testBlockKey for the encrypted ones) of
-# helpers_test.go. One line each: the case of format1Cases, the session ID
-# (its cookie is signed with the test keys), the document in hex.
+# helpers_test.go. One line each: the case of format1Cases, the session's
+# token (its cookie is signed with the test keys), the document in hex.
 `)
 	var docs []format1Document
 	for _, c := range format1Cases {
@@ -230,10 +235,10 @@ func TestWriteFixture(t *testing.T) {
 		t.Run("check/"+doc.name, func(t *testing.T) { checkFormat1Document(t, format1Cases[i], doc, formatVersion) })
 	}
 	if *updateFixture && !t.Failed() {
-		if err := os.WriteFile(format2Fixture, out.Bytes(), 0o644); err != nil {
+		if err := os.WriteFile(format3Fixture, out.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("wrote %s", format2Fixture)
+		t.Logf("wrote %s", format3Fixture)
 	}
 }
 
@@ -269,7 +274,8 @@ func writeFormat1Document(t *testing.T, c format1Case) format1Document {
 
 // checkFormat1Document checks that doc, the document of the session of c,
 // loads as c says through a store on a fresh collection, and that its next
-// save stores it in format 2, its handle unchanged. format is doc's.
+// save stores it in format 3 in place (same _id, the same token loads it
+// again), its handle unchanged. format is doc's.
 func checkFormat1Document(t *testing.T, c format1Case, doc format1Document, format int64) {
 	t.Helper()
 	ctx := context.Background()
@@ -286,7 +292,12 @@ func checkFormat1Document(t *testing.T, c format1Case, doc format1Document, form
 			t.Fatalf("rev %v, want %d", raw.Lookup(fieldRev), rev)
 		}
 		if id, _ := raw.Lookup(fieldID).StringValueOK(); id != docID(doc.sessionID) {
-			t.Fatalf("_id %q, want the SHA-256 of the session ID", id)
+			t.Fatalf("_id %q, want the chain ID of the token", id)
+		}
+		if sid, ok := raw.Lookup(fieldSID).StringValueOK(); (format == formatVersion) != ok {
+			t.Fatalf("sid %q in format %d", sid, format)
+		} else if _, want, _ := parseToken(doc.sessionID); ok && sid != want {
+			t.Fatalf("sid %q, want the SHA-256 of the token's secret", sid)
 		}
 		if _, err := raw.LookupErr(fieldOwner); (err == nil) != (c.owner != "") {
 			t.Fatalf("owner field: %v; want one only with an owner", err)
@@ -330,13 +341,13 @@ func checkFormat1Document(t *testing.T, c format1Case, doc format1Document, form
 		if err != nil || len(listed) != 1 {
 			t.Fatalf("ListSessions(%q) = %+v, %v; want the session", c.owner, listed, err)
 		}
-		if l := listed[0]; !l.Current || l.Device != c.device || l.Handle != f.store.sealer.handle(docID(doc.sessionID)) || !sameTimes(l.SessionTimes, times) {
+		if l := listed[0]; !l.Current || l.Device != c.device || l.Handle != handle(docID(doc.sessionID)) || !sameTimes(l.SessionTimes, times) {
 			t.Fatalf("listed %+v; want the current session, device %q, times %+v, the handle of its _id", l, c.device, times)
 		}
 	})
 
-	// Its next save is format 1 again, one revision later, created when it
-	// was, and loads.
+	// Its next save is format 3, in place, one revision later, created when
+	// it was, and loads.
 	clock.Advance(time.Minute)
 	b.do(func(w http.ResponseWriter, r *http.Request) {
 		s, err := f.store.Get(r, testSessionName)
@@ -415,7 +426,7 @@ func TestMACKeysAreDerived(t *testing.T) {
 		t.Fatalf("%d MAC keys, %d owner keys; want 2 each", len(s.macs), len(s.ownerKeys))
 	}
 	seen := map[string]bool{string(testHashKey): true, string(otherHashKey): true, string(testBlockKey): true}
-	keys := append([][]byte{s.handleKey, derive(testBlockKey, encryptionKeyInfo)}, s.ownerKeys...)
+	keys := append([][]byte{derive(testBlockKey, encryptionKeyInfo)}, s.ownerKeys...)
 	for _, hashKey := range [][]byte{testHashKey, otherHashKey} {
 		keys = append(keys, derive(hashKey, macKeyInfo))
 	}
@@ -442,10 +453,12 @@ func TestMACKeysAreDerived(t *testing.T) {
 
 func TestDatabaseNeverHoldsRawSessionID(t *testing.T) {
 	f := newFixture(t, Config{})
-	_, id := saveNewSession(t, f, map[any]any{"k": "v"})
-	raw, _ := idEncoding.DecodeString(id)
-	sum := sha256.Sum256([]byte(id))
-	want := hex.EncodeToString(sum[:])
+	_, token := saveNewSession(t, f, map[any]any{"k": "v"})
+	chain, secret, ok := strings.Cut(token, ".")
+	raw, err := secretEncoding.DecodeString(secret)
+	if !ok || err != nil || len(raw) != idBytes || !validChainID(chain) {
+		t.Fatalf("token %q: want a chain ID, a dot and a 256-bit secret", token)
+	}
 	cur, err := f.coll.Find(context.Background(), bson.D{})
 	if err != nil {
 		t.Fatal(err)
@@ -454,11 +467,15 @@ func TestDatabaseNeverHoldsRawSessionID(t *testing.T) {
 	if err := cur.All(context.Background(), &docs); err != nil || len(docs) != 1 {
 		t.Fatalf("documents: %d, %v", len(docs), err)
 	}
-	if got := docs[0].Lookup(fieldID).StringValue(); got != want {
-		t.Fatalf("_id = %s, want %s", got, want)
+	if got := docs[0].Lookup(fieldID).StringValue(); got != chain {
+		t.Fatalf("_id = %s, want the chain ID %s", got, chain)
 	}
-	if bytes.Contains(docs[0], []byte(id)) || bytes.Contains(docs[0], raw) || strings.Contains(docs[0].String(), id) {
-		t.Fatal("the document contains the raw session ID")
+	sum := sha256.Sum256([]byte(secret))
+	if got := docs[0].Lookup(fieldSID).StringValue(); got != hex.EncodeToString(sum[:]) {
+		t.Fatalf("sid = %s, want the SHA-256 of the secret", got)
+	}
+	if bytes.Contains(docs[0], []byte(secret)) || bytes.Contains(docs[0], raw) || strings.Contains(docs[0].String(), secret) {
+		t.Fatal("the document contains the session's secret")
 	}
 }
 

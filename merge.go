@@ -24,14 +24,19 @@ const maxSaveAttempts = 32
 
 // merge makes the session's values this request's changes (mine, worked
 // out once) applied over those of theirs, the document another save wrote,
-// and the data to write. Unless this request changed the session's
-// options, the MaxAge of theirs applies. If theirs belongs to another
-// owner than the session as loaded, the session is gone for this request;
-// if this request changed the owner, its values replace theirs whole.
+// and the data to write, and makes theirs the version sv builds on. Unless
+// this request changed the session's options, the MaxAge of theirs
+// applies. If another request regenerated the session, or tied it to
+// another owner than the session as loaded, the session is gone for this
+// request; if this request changed the owner, its values replace theirs
+// whole.
 func (s *Store) merge(ctx context.Context, sv *saving, theirs bson.Raw, mine **changes) error {
 	od, _, values, err := s.open(theirs)
 	if err != nil {
 		return err
+	}
+	if od.sid != sv.st.sid {
+		return fmt.Errorf("%w: another request regenerated the session", ErrSessionGone)
 	}
 	if owner, _ := ownerOf(values); owner != sv.st.owner {
 		return fmt.Errorf("%w: another request tied the session to another owner", ErrSessionGone)
@@ -53,7 +58,8 @@ func (s *Store) merge(ctx context.Context, sv *saving, theirs bson.Raw, mine **c
 		sv.session.Options.MaxAge = od.maxAge
 	}
 	sv.st.createdAt = od.createdAt
-	sv.data, err = s.encode(sv.session.Values, nil)
+	sv.st.version = od.version()
+	sv.data, err = s.encode(sv.session.Values)
 	return err
 }
 

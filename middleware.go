@@ -24,8 +24,10 @@ import (
 // fails, onError answers instead of the handler, err wrapping ErrDatabase,
 // ErrSessionGone, ErrConflict, ErrEncode or ErrInvalidConfig; nil logs and
 // answers 409 for ErrSessionGone and ErrConflict, else 500. Responses vary
-// by Cookie; one that sets it is kept out of shared caches. A name browsers
-// would not send back panics.
+// by Cookie; one that sets it is kept out of shared caches. A save that
+// could not apply Config.MaxSessionsPerOwner (ErrLimit) is logged: the
+// session is saved. A name browsers would not send back, or a nil handler,
+// panics.
 func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *http.Request, err error)) func(http.Handler) http.Handler {
 	if err := checkCookieName(name); err != nil {
 		panic(err.Error()) // as http.ServeMux does for a bad pattern: a mistake in the program
@@ -34,6 +36,9 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 		onError = s.answerError
 	}
 	return func(next http.Handler) http.Handler {
+		if next == nil {
+			panic("mongostore: Middleware: nil handler")
+		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Add("Vary", "Cookie")
 			session, err := s.Get(r, name)
@@ -85,7 +90,6 @@ type sessionWriter struct {
 	committed bool        // the response may have started
 	failed    bool        // the save failed and onError answered
 	stored    map[any]any // the stored values, decoded once if need be (see changed)
-	encoded   []byte      // the values as the change check encoded them, for the save
 }
 
 // due says whether the session is to be written now, and whether only to
@@ -106,15 +110,14 @@ func (w *sessionWriter) due() (write, touch bool) {
 // mustWrite reports whether the session is to end or changed. A new, empty
 // session is not worth a cookie.
 func (w *sessionWriter) mustWrite(st sessionState) bool {
-	w.encoded = nil
 	session := w.session
 	if session.Options != nil && session.Options.MaxAge < 0 {
-		if st.id != "" || len(st.others) > 0 || session.ID != "" {
+		if st.id != "" || len(st.others) > 0 {
 			return true
 		}
 		// An unusable cookie is worth expiring, once.
 		_, err := w.req.Cookie(session.Name())
-		return err == nil && !setsCookie(w.Header(), session.Name())
+		return err == nil && !st.cookieSet
 	}
 	if st.id == "" {
 		return len(session.Values) > 0
@@ -134,7 +137,7 @@ func (w *sessionWriter) changed(st sessionState) bool {
 	if bytes.Equal(enc, st.encoded) {
 		return false
 	}
-	if w.encoded = enc; canonical(codec, enc) {
+	if canonical(codec, enc) {
 		return true
 	}
 	if w.stored == nil {
@@ -151,7 +154,12 @@ func (w *sessionWriter) commit() {
 		w.committed = true
 		if write, touch := w.due(); write {
 			w.stored = nil // what is stored is about to change
-			err := w.store.save(w.req.Context(), opSave, w.ResponseWriter, w.session, w.encoded, touch)
+			err := w.store.Save(w.req, w.ResponseWriter, w.session)
+			if errors.Is(err, ErrLimit) { // the session is saved
+				w.store.cfg.Logger.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: session saved, but not the per-owner limit",
+					slog.String("session", w.session.Name()), slog.String("error", err.Error()))
+				err = nil
+			}
 			if err != nil && !touch {
 				w.failed = true
 				clear(w.ResponseWriter.Header()) // drop what the handler set for its own response
@@ -165,7 +173,7 @@ func (w *sessionWriter) commit() {
 			}
 		}
 		// The handler may have saved the session itself.
-		if setsCookie(w.Header(), w.session.Name()) {
+		if w.store.states.get(w.session).cookieSet {
 			preventSharedCaching(w.Header())
 		}
 	})
@@ -189,7 +197,7 @@ func (w *sessionWriter) finish() {
 			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path))
 		return
 	}
-	if err := w.store.save(w.req.Context(), opSave, discardHeaders{}, w.session, w.encoded, false); err != nil {
+	if err := w.store.Save(w.req, discardHeaders{}, w.session); err != nil && !errors.Is(err, ErrLimit) {
 		log.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: saving the session after the response",
 			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path), slog.String("error", err.Error()))
 	}
@@ -201,16 +209,6 @@ type discardHeaders struct{}
 func (discardHeaders) Header() http.Header         { return http.Header{} }
 func (discardHeaders) Write(b []byte) (int, error) { return len(b), nil }
 func (discardHeaders) WriteHeader(int)             {}
-
-// setsCookie reports whether h sets the cookie called name.
-func setsCookie(h http.Header, name string) bool {
-	for _, line := range h.Values("Set-Cookie") {
-		if c, err := http.ParseSetCookie(line); err == nil && c.Name == name {
-			return true
-		}
-	}
-	return false
-}
 
 // preventSharedCaching keeps a response out of shared caches.
 func preventSharedCaching(h http.Header) {

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/hmac"
+	"fmt"
 	"log/slog"
 	"slices"
 
@@ -69,15 +70,19 @@ type OwnedSession struct {
 
 // ListSessions returns the live sessions of owner, the latest saved first,
 // marking the request's own (current, may be nil). Only sessions whose
-// authenticated values name owner are listed. Errors wrap ErrDatabase.
+// authenticated values name owner are listed, at most 1,000. Errors wrap
+// ErrDatabase, or ErrInvalidConfig for a nil ctx.
 func (s *Store) ListSessions(ctx context.Context, owner string, current *sessions.Session) ([]OwnedSession, error) {
+	if ctx == nil {
+		return nil, errNil("context")
+	}
 	if owner == "" {
 		return nil, nil
 	}
 	ctx, cancel := s.opContext(ctx, false)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opListSessions)
-	listed, err := s.ownedSessions(ctx, owner, s.stateOf(current))
+	listed, err := s.ownedSessions(ctx, owner, s.chainOf(current))
 	out := make([]OwnedSession, len(listed))
 	for i, o := range listed {
 		out[i] = o.OwnedSession
@@ -87,53 +92,52 @@ func (s *Store) ListSessions(ctx context.Context, owner string, current *session
 	return out, err
 }
 
-// ownedSession is a live session of an owner, with its chain's state.
+// ownedSession is a live session of an owner, with its state.
 type ownedSession struct {
 	OwnedSession
 	st sessionState
 }
 
-// stateOf returns the state of session, which may be nil.
-func (s *Store) stateOf(session *sessions.Session) sessionState {
+// chainOf returns the chain ID of session, which may be nil, or "".
+func (s *Store) chainOf(session *sessions.Session) string {
 	if session == nil {
-		return sessionState{}
+		return ""
 	}
-	return s.states.get(session)
+	return s.states.get(session).id
 }
 
 // ownedSessions returns the live sessions of owner, the latest saved first,
-// marking the chain of cur, one per chain (a RegenerateID under way has two documents for a moment).
-func (s *Store) ownedSessions(ctx context.Context, owner string, cur sessionState) ([]ownedSession, error) {
+// marking the one of chain current.
+func (s *Store) ownedSessions(ctx context.Context, owner, current string) ([]ownedSession, error) {
 	docs, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner), s.cfg.Now())
 	if err != nil {
 		return nil, err
 	}
 	var out []ownedSession
 	for _, raw := range docs {
-		if o, ok := s.owned(ctx, raw, owner, cur); ok {
+		if o, ok := s.owned(ctx, raw, owner, current); ok {
 			out = append(out, o)
 		}
 	}
 	slices.SortFunc(out, func(a, b ownedSession) int {
 		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), cmp.Compare(a.Handle, b.Handle))
 	})
-	seen := map[string]bool{} // a chain being moved by RegenerateID has two documents for a moment
-	return slices.DeleteFunc(out, func(o ownedSession) bool { dup := seen[o.Handle]; seen[o.Handle] = true; return dup }), nil
+	return out, nil
 }
 
-// owned describes raw if it is a live session of owner's; cur is the
-// state of the request's own session.
-func (s *Store) owned(ctx context.Context, raw bson.Raw, owner string, cur sessionState) (ownedSession, bool) {
+// owned describes raw if it is a live session of owner's; current is the
+// chain of the request's own session.
+func (s *Store) owned(ctx context.Context, raw bson.Raw, owner, current string) (ownedSession, bool) {
 	d, encoded, values, err := s.open(raw)
 	if err != nil {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: listing sessions: skipping an unreadable one", slog.String("error", err.Error()))
 		return ownedSession{}, false
 	}
-	st := stateOf(&d, encoded, values, &sessions.Options{})
+	st := stateOf(&d, encoded, values, &sessions.Options{MaxAge: d.maxAge})
 	if st.owner != owner || !s.live(&d, s.cfg.Now()) {
 		return ownedSession{}, false
 	}
-	return ownedSession{OwnedSession: OwnedSession{Handle: s.sealer.handle(st.lineage), Current: cur.id != "" && cur.lineage == st.lineage,
+	return ownedSession{OwnedSession: OwnedSession{Handle: handle(d.id), Current: current != "" && current == d.id,
 		Device: st.device, SessionTimes: st.times()}, st: st}, true
 }
 
@@ -141,8 +145,12 @@ func (s *Store) owned(ctx context.Context, raw bson.Raw, owner string, cur sessi
 // and returns it: its device's next request gets a fresh session, and a
 // save under way there fails with ErrSessionGone. It never ends the
 // request's own session (current; log out instead): ended is false then,
-// and the session returned has Current set. Errors wrap ErrDatabase.
+// and the session returned has Current set. Errors wrap ErrDatabase, or
+// ErrInvalidConfig for a nil ctx.
 func (s *Store) EndSession(ctx context.Context, owner, handle string, current *sessions.Session) (session OwnedSession, ended bool, err error) {
+	if ctx == nil {
+		return OwnedSession{}, false, errNil("context")
+	}
 	if owner == "" || handle == "" {
 		return OwnedSession{}, false, nil
 	}
@@ -155,87 +163,103 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 		}
 		sp.end(err)
 	}()
-	listed, err := s.ownedSessions(ctx, owner, s.stateOf(current))
-	for _, o := range listed {
-		if !hmac.Equal([]byte(o.Handle), []byte(handle)) {
-			continue
-		}
-		if o.Current {
-			return o.OwnedSession, false, nil
-		}
-		n, err := s.endOwned(ctx, []ownedSession{o}, EndByHandle)
-		if n == 0 {
-			return OwnedSession{}, false, err
-		}
-		return o.OwnedSession, true, err
+	listed, err := s.ownedSessions(ctx, owner, s.chainOf(current))
+	i := slices.IndexFunc(listed, func(o ownedSession) bool { return hmac.Equal([]byte(o.Handle), []byte(handle)) })
+	if i < 0 {
+		return OwnedSession{}, false, err
 	}
-	return OwnedSession{}, false, err
+	if listed[i].Current {
+		return listed[i].OwnedSession, false, nil
+	}
+	n, err := s.endListed(ctx, listed[i:i+1], EndByHandle)
+	if n == 0 {
+		return OwnedSession{}, false, err
+	}
+	return listed[i].OwnedSession, true, err
 }
 
 // EndOtherSessions ends every session of owner but current ("sign out
-// everywhere else"), and returns how many. A nil current ends them all
-// (after a password change, say). Errors wrap ErrDatabase.
+// everywhere else"), however many, and returns how many it ended. A nil
+// current ends them all (after a password change, say). Sessions saved
+// meanwhile are ended too. Each round of at most 1,000 sessions has its
+// own Config.Timeout; if one fails, the error (wrapping ErrDatabase) says
+// how many were left. A nil ctx gives ErrInvalidConfig.
 func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *sessions.Session) (int64, error) {
+	if ctx == nil {
+		return 0, errNil("context")
+	}
 	if owner == "" {
 		return 0, nil
 	}
-	ctx, cancel := s.opContext(ctx, true)
-	defer cancel()
-	ctx, sp := s.tel.start(ctx, opEndOtherSessions)
+	ctx, sp := s.tel.start(context.WithoutCancel(ctx), opEndOtherSessions)
 	sp.outcome = outcomeEnded
-	n, err := s.endOthers(ctx, owner, s.stateOf(current), 0, EndEverywhere)
+	n, err := s.endOwned(ctx, owner, s.chainOf(current), 0, EndEverywhere)
 	sp.count = n
 	sp.end(err)
 	return n, err
 }
 
-// endOthers ends the sessions of owner but the chain of cur and the keep
-// most recently saved others, and looks again until none is left: a
-// session saved or moved meanwhile is ended too. It returns how many it
-// ended.
-func (s *Store) endOthers(ctx context.Context, owner string, cur sessionState, keep int, reason EndReason) (int64, error) {
+// maxIdleRounds bounds the rounds of endOwned that end nothing.
+const maxIdleRounds = 3
+
+// endOwned ends the sessions of owner but chain current and the keep most
+// recently saved others, and looks again until none is left: a session
+// saved meanwhile is ended too. It returns how many it ended. Each round
+// is bounded by Config.Timeout.
+func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, reason EndReason) (int64, error) {
 	var total int64
-	for range maxEndRounds {
-		listed, err := s.ownedSessions(ctx, owner, cur)
-		if err != nil {
-			return total, err
-		}
+	for idle := 0; ; {
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		listed, err := s.ownedSessions(rctx, owner, current)
 		listed = slices.DeleteFunc(listed, func(o ownedSession) bool { return o.Current })
-		if len(listed) <= keep {
-			return total, nil
+		var n int64
+		if err == nil && len(listed) > keep {
+			n, err = s.endListed(rctx, listed[keep:], reason)
 		}
-		n, err := s.endOwned(ctx, listed[keep:], reason)
-		if total += n; err != nil {
-			return total, err
+		cancel()
+		left := int64(max(len(listed)-keep, 0)) - n
+		if total += n; n == 0 {
+			idle++
+		}
+		switch {
+		case err != nil:
+			return total, fmt.Errorf("%w (%d ended, %d or more left)", err, total, left)
+		case len(listed) <= keep:
+			return total, nil
+		case idle == maxIdleRounds:
+			return total, fmt.Errorf("%w: %d sessions could not be ended (%d ended)", ErrDatabase, left, total)
 		}
 	}
-	return total, nil
 }
 
-// endOwned ends the chains of listed and returns how many it ended.
-func (s *Store) endOwned(ctx context.Context, listed []ownedSession, reason EndReason) (int64, error) {
+// endListed ends the sessions of listed, one delete each, and returns how
+// many it ended.
+func (s *Store) endListed(ctx context.Context, listed []ownedSession, reason EndReason) (int64, error) {
 	var n int64
 	for _, o := range listed {
-		ended, err := s.coll.endChain(ctx, o.st.id, o.st.lineage)
-		if ended {
-			n++
-			s.emit(ctx, EventEnded, reason, o.st)
-		}
+		ended, err := s.coll.delete(ctx, o.st.id)
 		if err != nil {
 			return n, err
+		}
+		if ended {
+			n++
+			s.emitEnd(ctx, reason, o.st)
 		}
 	}
 	return n, nil
 }
 
-// limit ends the least recently saved sessions of st's owner beyond
-// Config.MaxSessionsPerOwner, never st's own: a session has just been tied
-// to the owner. Failures are logged: the save itself succeeded.
-func (s *Store) limit(ctx context.Context, st sessionState) {
+// limit ends the least recently saved sessions of the owner of session
+// beyond Config.MaxSessionsPerOwner, never session itself, which has just
+// been tied to its owner: with its own Config.Timeout, after the save and
+// its event. It returns ErrLimit if it could not.
+func (s *Store) limit(ctx context.Context, session *sessions.Session) error {
 	if s.cfg.MaxSessionsPerOwner <= 0 {
-		return
+		return nil
 	}
-	if _, err := s.endOthers(ctx, st.owner, st, s.cfg.MaxSessionsPerOwner-1, EndLimit); err != nil {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: ending sessions over MaxSessionsPerOwner", slog.String("error", err.Error()))
+	st := s.states.get(session)
+	if _, err := s.endOwned(context.WithoutCancel(ctx), st.owner, st.id, s.cfg.MaxSessionsPerOwner-1, EndLimit); err != nil {
+		return fmt.Errorf("%w: %w", ErrLimit, err)
 	}
+	return nil
 }

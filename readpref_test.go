@@ -177,7 +177,7 @@ func testReadPrefPrimary(t *testing.T, rp *readpref.ReadPref, stableAPI bool) {
 
 	names := commandNames(cmds)
 	t.Logf("the store's commands: %v", names)
-	for _, want := range []string{"listIndexes", "createIndexes", "find", "insert", "findAndModify", "delete"} {
+	for _, want := range []string{"listIndexes", "createIndexes", "find", "insert", "save", "delete"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("no %s command recorded: the test missed an operation", want)
 		}
@@ -194,7 +194,7 @@ func testReadPrefPrimary(t *testing.T, rp *readpref.ReadPref, stableAPI bool) {
 		}
 		w := cmd.Lookup("writeConcern", "w")
 		switch name {
-		case "insert", "update", "delete", "findAndModify":
+		case "insert", "save", "delete", "findAndModify":
 			if s, ok := w.StringValueOK(); !ok || s != "majority" {
 				t.Errorf("%s has writeConcern w %v, want the client's majority: %v", name, w, cmd)
 			}

@@ -3,14 +3,36 @@ package mongostore
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
+
+// RekeyOptions say how Store.Rekey runs.
+type RekeyOptions struct {
+	// DryRun only counts: nothing is written.
+	DryRun bool
+	// Decrypt lets Rekey store plain the sessions stored encrypted, which
+	// it does when the first key pair has no block key and another has:
+	// without it, Rekey refuses such keys (a block key put second by
+	// mistake would decrypt every session).
+	Decrypt bool
+	// SingleProcess says that no other process saves sessions while Rekey
+	// runs (the application is stopped, or Rekey runs inside its only
+	// process). Rekey refuses to write without it where the server's
+	// conditional writes are not atomic across processes (FerretDB v1):
+	// another process's save could be lost.
+	SingleProcess bool
+	// Progress, if not nil, gets the counts after each batch.
+	Progress func(RekeyCounts)
+}
 
 // RekeyCounts are what Store.Rekey found and did.
 type RekeyCounts struct {
 	Live       int64   // live sessions read
 	Changed    int64   // re-sealed under the first key pair (in a dry run: to be)
+	Encrypted  int64   // of Changed: stored plain before, encrypted now
+	Decrypted  int64   // of Changed: stored encrypted before, plain now
 	Unverified int64   // verified by no configured key pair, or unreadable: left alone
 	ByKey      []int64 // sessions each key pair verifies, in the order NewStore was given them
 }
@@ -19,15 +41,18 @@ type RekeyCounts struct {
 const rekeyBatch = 500
 
 // Rekey re-seals every live session under the first key pair (its MAC, its
-// encryption if that pair has a block key, its owner digest), so that the
-// older pairs can be removed without signing anybody out; a pair without a
-// block key after the first lets it encrypt the sessions stored plain. It
-// is idempotent (a session sealed so already is left alone), so it resumes
-// after a cut; dryRun only counts. It never deletes, and leaves a session
-// saved meanwhile to that save. progress, if not nil, gets the counts
-// after each batch. Errors wrap ErrDatabase.
-func (s *Store) Rekey(ctx context.Context, dryRun bool, progress func(RekeyCounts)) (RekeyCounts, error) {
+// encryption if that pair has a block key, its owner digest, format 3), so
+// that the older pairs can be removed without signing anybody out; a pair
+// without a block key after the first lets it encrypt the sessions stored
+// plain. It is idempotent (a session sealed so already is left alone), so
+// it resumes after a cut. It never deletes, and leaves a session saved
+// meanwhile to that save. Errors wrap ErrDatabase, or ErrInvalidConfig for
+// a nil ctx or what opts refuse.
+func (s *Store) Rekey(ctx context.Context, opts RekeyOptions) (RekeyCounts, error) {
 	c := RekeyCounts{ByKey: make([]int64, len(s.sealer.macs))}
+	if err := s.checkRekey(ctx, opts); err != nil {
+		return c, err
+	}
 	for after := ""; ; {
 		docs, err := s.coll.findLive(ctx, after, s.cfg.Now(), rekeyBatch)
 		if err != nil {
@@ -35,17 +60,37 @@ func (s *Store) Rekey(ctx context.Context, dryRun bool, progress func(RekeyCount
 		}
 		for _, raw := range docs {
 			after, _ = raw.Lookup(fieldID).StringValueOK()
-			if err := s.rekey(ctx, raw, dryRun, &c); err != nil {
+			if err := s.rekey(ctx, raw, opts.DryRun, &c); err != nil {
 				return c, err
 			}
 		}
-		if progress != nil {
-			progress(c)
+		if opts.Progress != nil {
+			opts.Progress(c)
 		}
 		if len(docs) < rekeyBatch {
 			return c, nil
 		}
 	}
+}
+
+// checkRekey refuses a nil ctx, and what opts do not allow.
+func (s *Store) checkRekey(ctx context.Context, opts RekeyOptions) error {
+	if ctx == nil {
+		return errNil("context")
+	}
+	if !s.sealer.encrypt && len(s.sealer.aeads) > 0 && !opts.Decrypt {
+		return fmt.Errorf("%w: the first key pair has no block key but another has one: Rekey would store the "+
+			"encrypted sessions plain; put the block key first, or set Decrypt to mean it", ErrInvalidConfig)
+	}
+	if opts.DryRun || opts.SingleProcess {
+		return nil
+	}
+	atomic, err := s.coll.atomicWrites(ctx)
+	if err == nil && !atomic {
+		err = fmt.Errorf("%w: this server's conditional writes are not atomic across processes (FerretDB v1), so "+
+			"a session saved by another process during Rekey could lose that save: stop the application and set SingleProcess", ErrInvalidConfig)
+	}
+	return err
 }
 
 // rekey re-seals one session, raw, under the first key pair if need be,
@@ -66,27 +111,31 @@ func (s *Store) rekey(ctx context.Context, raw bson.Raw, dryRun bool, c *RekeyCo
 	if s.sealer.current(&d, owner) {
 		return nil
 	}
-	if c.Changed++; dryRun {
-		return nil
-	}
-	was := versionOf(raw)
+	was, wasEncrypted := d.version(), d.data[0] == envelopeGCM
 	d.format, d.rev, d.data, d.owner = formatVersion, d.rev+1, s.sealer.wrap(d.id, plain), ""
 	if owner != "" {
 		d.owner = s.sealer.ownerDigest(owner)
 	}
 	s.sealer.seal(&d)
-	unlock, err := s.coll.serialize(ctx, d.id) // as a save of the session in this process would
-	if err != nil {
-		return err
+	if !dryRun {
+		unlock, err := s.coll.locks.lock(ctx, d.id) // as a save of the session in this process would
+		if err != nil {
+			return err
+		}
+		defer unlock()
+		theirs, err := s.coll.update(ctx, &d, was, s.cfg.Now())
+		if errors.Is(err, ErrSessionGone) || theirs != nil { // ended or saved meanwhile: that save sealed it
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 	}
-	defer unlock()
-	theirs, _, err := s.coll.save(ctx, &d, was, s.cfg.Now())
-	if errors.Is(err, ErrSessionGone) || theirs != nil { // ended or saved meanwhile
-		c.Changed--
-		err = nil
+	c.Changed++
+	if isEncrypted := d.data[0] == envelopeGCM; isEncrypted != wasEncrypted && isEncrypted {
+		c.Encrypted++
+	} else if isEncrypted != wasEncrypted {
+		c.Decrypted++
 	}
-	if theirs != nil {
-		err = s.coll.restore(ctx, theirs, d.mac)
-	}
-	return err
+	return nil
 }

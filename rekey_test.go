@@ -18,7 +18,7 @@ func storedSessions(t *testing.T, f *storeFixture, store *Store, n int, owner st
 	var ids []string
 	var docs []any
 	for i := range n {
-		id := newSessionID()
+		id := newToken("")
 		values := map[any]any{"i": i}
 		if i%3 == 0 {
 			values[ownerKey] = owner
@@ -27,8 +27,8 @@ func storedSessions(t *testing.T, f *storeFixture, store *Store, n int, owner st
 		if err != nil {
 			t.Fatal(err)
 		}
-		sv := &saving{session: &sessions.Session{Values: values, Options: store.newOptions()}, data: data, now: time.Now()}
-		d := store.document(sv, docID(id), "", 1, sv.now)
+		sv := &saving{session: &sessions.Session{Values: values, Options: store.newOptions()}, token: id, data: data, now: time.Now()}
+		d := store.document(sv)
 		docs = append(docs, d.raw())
 		ids = append(ids, id)
 	}
@@ -59,17 +59,17 @@ func TestRekey(t *testing.T) {
 	stranger := storeOn(t, f.coll, Config{Expiry: ExpiryNone}, bytesOf(0x77))
 	storedSessions(t, f, stranger, 1, "ada")
 	rotated := storeOn(t, f.coll, Config{Expiry: ExpiryNone}, otherHashKey, nil, testHashKey, nil)
-	dry, err := rotated.Rekey(context.Background(), true, nil)
+	dry, err := rotated.Rekey(context.Background(), RekeyOptions{DryRun: true, SingleProcess: true})
 	want := RekeyCounts{Live: 1101, Changed: 1100, Unverified: 1, ByKey: []int64{0, 1100}}
 	if err != nil || fmt.Sprint(dry) != fmt.Sprint(want) {
 		t.Fatalf("dry run = %+v, %v; want %+v", dry, err, want)
 	}
 	var batches int
-	got, err := rotated.Rekey(context.Background(), false, func(RekeyCounts) { batches++ })
+	got, err := rotated.Rekey(context.Background(), RekeyOptions{SingleProcess: true, Progress: func(RekeyCounts) { batches++ }})
 	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) || batches != 3 {
 		t.Fatalf("Rekey = %+v, %v after %d batches; want %+v after 3", got, err, batches, want)
 	}
-	again, err := rotated.Rekey(context.Background(), false, nil)
+	again, err := rotated.Rekey(context.Background(), RekeyOptions{SingleProcess: true})
 	want = RekeyCounts{Live: 1101, Unverified: 1, ByKey: []int64{1100, 0}}
 	if err != nil || fmt.Sprint(again) != fmt.Sprint(want) {
 		t.Fatalf("second run = %+v, %v; want %+v", again, err, want)
@@ -88,11 +88,11 @@ func TestRekeyResumes(t *testing.T) {
 	ids := storedSessions(t, f, f.store, 700, "ada")
 	rotated := storeOn(t, f.coll, Config{Expiry: ExpiryNone}, otherHashKey, nil, testHashKey, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	first, err := rotated.Rekey(ctx, false, func(RekeyCounts) { cancel() })
+	first, err := rotated.Rekey(ctx, RekeyOptions{SingleProcess: true, Progress: func(RekeyCounts) { cancel() }})
 	if !errors.Is(err, ErrDatabase) || first.Changed != rekeyBatch {
 		t.Fatalf("cut run = %+v, %v; want %d changed and ErrDatabase", first, err, rekeyBatch)
 	}
-	second, err := rotated.Rekey(context.Background(), false, nil)
+	second, err := rotated.Rekey(context.Background(), RekeyOptions{SingleProcess: true})
 	if err != nil || second.Changed != 700-rekeyBatch || second.ByKey[0] != rekeyBatch {
 		t.Fatalf("resumed run = %+v, %v; want the other %d changed", second, err, 700-rekeyBatch)
 	}
@@ -108,7 +108,7 @@ func TestRekeyAddsEncryption(t *testing.T) {
 	ids := storedSessions(t, f, f.store, 30, "ada")
 	turning := storeOn(t, f.coll, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey, testHashKey, nil)
 	wantLoads(t, f, turning, ids)
-	got, err := turning.Rekey(context.Background(), false, nil)
+	got, err := turning.Rekey(context.Background(), RekeyOptions{SingleProcess: true})
 	if err != nil || got.Changed != 30 {
 		t.Fatalf("Rekey = %+v, %v; want 30 changed", got, err)
 	}

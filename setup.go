@@ -18,8 +18,11 @@ import (
 // for cfg.Expiry (TTL index, or a GC goroutine until Close) and the owner
 // index. Errors wrap ErrInvalidConfig (saying what to do) or ErrDatabase.
 func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs ...[]byte) (*Store, error) {
+	if ctx == nil {
+		return nil, errNil("context")
+	}
 	if coll == nil {
-		return nil, fmt.Errorf("%w: nil collection", ErrInvalidConfig)
+		return nil, errNil("collection")
 	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
@@ -29,7 +32,7 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{Options: defaultOptions(), coll: newCollection(coll, cfg.Timeout), cookies: newCookieCodec(pairs), sealer: newSealer(pairs),
+	s := &Store{Options: defaultOptions(), coll: newCollection(coll), cookies: newCookieCodec(pairs), sealer: newSealer(pairs),
 		cfg: cfg, states: newSessionTable(), expiry: cfg.Expiry, tel: newTelemetry(cfg.TracerProvider, cfg.MeterProvider),
 		stop: func() {}}
 	setupCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -49,7 +52,7 @@ func (s *Store) setupIndexes(ctx context.Context) error {
 	if s.expiry == ExpiryNone {
 		return nil
 	}
-	if err := s.coll.detect(ctx); err != nil {
+	if _, err := s.coll.atomicWrites(ctx); err != nil {
 		return err
 	}
 	specs, err := s.coll.indexSpecs(ctx)
@@ -180,34 +183,32 @@ func (s *Store) ensurePlainIndex(ctx context.Context, indexes []setup.Index) err
 	return s.coll.createExpiresAtIndex(ctx, false)
 }
 
-// ensureOwnerIndex makes sure the partial owner and lineage indexes
-// exist (without them, listing and ending a moved session scan), and drops
-// the sparse owner index of earlier versions, which every save paid for.
+// ensureOwnerIndex makes sure the partial owner index exists (without it,
+// listing a user's sessions scans the collection), and drops the indexes
+// of earlier formats: format 1's sparse owner index, which every save paid
+// for, and format 2's lineage index.
 func (s *Store) ensureOwnerIndex(ctx context.Context, indexes []setup.Index) error {
 	has := func(name string) bool {
 		return slices.ContainsFunc(indexes, func(i setup.Index) bool { return i.Name == name })
 	}
-	if has(sparseOwnerIndexName) && !has(ownerIndexName) { // first: a server may refuse a second index on {owner: 1}
+	if has(sparseOwnerIndexName) { // first: a server may refuse a second index on {owner: 1}
 		if err := s.coll.dropIndex(ctx, sparseOwnerIndexName); err != nil {
 			return err
 		}
 	}
-	for _, idx := range [...]struct{ name, field string }{{ownerIndexName, fieldOwner}, {lineageIndexName, fieldLineage}} {
-		if has(idx.name) {
-			continue
-		}
-		err := s.coll.createPartialIndex(ctx, idx.name, idx.field)
-		if setup.Unsupported(err) {
-			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: the server refuses the owner and lineage indexes; listing a user's sessions scans the collection",
-				slog.String("collection", s.coll.c.Name()), slog.String("error", err.Error()))
-			return nil
-		}
-		if err != nil {
+	if has(lineageIndexName) {
+		if err := s.coll.dropIndex(ctx, lineageIndexName); err != nil {
 			return err
 		}
 	}
-	if has(sparseOwnerIndexName) && has(ownerIndexName) {
-		return s.coll.dropIndex(ctx, sparseOwnerIndexName)
+	if has(ownerIndexName) {
+		return nil
 	}
-	return nil
+	err := s.coll.createPartialIndex(ctx, ownerIndexName, fieldOwner)
+	if setup.Unsupported(err) {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: the server refuses the owner index; listing a user's sessions scans the collection",
+			slog.String("collection", s.coll.c.Name()), slog.String("error", err.Error()))
+		return nil
+	}
+	return err
 }

@@ -19,7 +19,9 @@ type SessionTimes struct {
 // between loading (or first saving) it and saving it again, as last read or
 // written: gorilla's Session has no room for it.
 type sessionState struct {
-	id, lineage   string // the document's _id and its chain's (see document.chain); "" for none
+	id            string // the document's _id, its chain ID; "" for none
+	token         string // the session.ID it was loaded or saved with
+	sid           string // the hash of the token's secret, as stored
 	version              // of the document
 	createdAt     time.Time
 	updatedAt     time.Time
@@ -27,13 +29,13 @@ type sessionState struct {
 	options       sessions.Options
 	owner, device string   // as SetOwner left them in the values
 	cookie        string   // the cookie value to send back, signed with the current key
-	others        []string // _ids of the request's other cookies of the session's name
+	others        []string // chain IDs of the request's other cookies of the session's name
+	cookieSet     bool     // the store has set the session's cookie in this request
 }
 
 // stateOf returns the state of a session stored as d, its values encoded.
 func stateOf(d *document, encoded []byte, values map[any]any, options *sessions.Options) sessionState {
-	st := sessionState{id: d.id, lineage: d.chain(), version: d.written(), createdAt: d.createdAt, updatedAt: d.updatedAt,
-		encoded: encoded, options: *options}
+	st := sessionState{id: d.id, sid: d.sid, version: d.version(), createdAt: d.createdAt, updatedAt: d.updatedAt, encoded: encoded, options: *options}
 	st.owner, st.device = ownerOf(values)
 	return st
 }

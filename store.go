@@ -1,8 +1,9 @@
 package mongostore
 
 import (
-	"cmp"
+	"bytes"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/gorilla/sessions"
-	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Store is a sessions.Store that keeps sessions in a MongoDB collection.
@@ -41,7 +41,7 @@ var _ sessions.Store = (*Store)(nil)
 // Get returns the session called name for the request, loading it at most
 // once per request through sessions.GetRegistry. See New for errors.
 func (s *Store) Get(r *http.Request, name string) (*sessions.Session, error) {
-	if err := checkCookieName(name); err != nil { // the registry would return no session
+	if r == nil || checkCookieName(name) != nil { // the registry would panic, or return no session
 		return s.New(r, name)
 	}
 	return sessions.GetRegistry(r).Get(s, name)
@@ -50,159 +50,154 @@ func (s *Store) Get(r *http.Request, name string) (*sessions.Session, error) {
 // New returns the session called name: the stored one if the request's
 // cookie names a live document, else a new one (never nil). An unusable
 // cookie gives ErrInvalidCookie, an unreadable document ErrDecode, a
-// database failure ErrDatabase, a cookie name browsers would not send back
-// ErrInvalidConfig, with a new session. Of several cookies called name (a
-// sibling domain may toss one in), the first that verifies is loaded, and
-// ending the session ends the others too.
+// database failure ErrDatabase, a nil request or a cookie name browsers
+// would not send back ErrInvalidConfig, with a new session. Of several
+// cookies called name (a sibling domain may toss one in), the first that
+// verifies is loaded, and ending the session ends the others too.
 func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
 	session := sessions.NewSession(s, name)
-	session.Options = s.newOptions()
-	session.IsNew = true
+	session.Options, session.IsNew = s.newOptions(), true
+	if r == nil {
+		return session, errNil("request")
+	}
 	if err := checkCookieName(name); err != nil {
 		return session, err
 	}
 	ctx, sp := s.tel.start(r.Context(), opLoad)
+	tokens, reusable, err := s.cookies.tokens(r, name)
 	sp.outcome = outcomeNew
-	ids, reusable, err := s.cookies.sessionIDs(r, name)
-	if len(ids) > 0 {
+	if len(tokens) > 0 {
 		ctx, cancel := s.opContext(ctx, false)
-		err = s.load(ctx, session, ids, reusable, &sp)
+		sp.outcome, sp.size, err = s.load(ctx, session, tokens, reusable)
 		cancel()
 	}
 	sp.end(err)
 	return session, err
 }
 
-// load reads into session the first live document of ids, the request's
-// cookies' session IDs in order (a dead cookie tossed in ahead must not hide
-// the live one). The others never give the session their ID, and ending the
-// session ends them too, even after a database error. sp learns the
-// outcome.
-func (s *Store) load(ctx context.Context, session *sessions.Session, ids, reusable []string, sp *span) error {
-	sp.outcome = outcomeExpired
+// load reads into session the first live session of tokens, the request's
+// cookies' tokens in order (a dead cookie tossed in ahead must not hide the
+// live one), and returns the outcome and the size of its values. The others
+// never give the session their chain, and ending the session ends them
+// too, even after a database error.
+func (s *Store) load(ctx context.Context, session *sessions.Session, tokens, reusable []string) (outcome, int, error) {
 	st := sessionState{}
-	for _, id := range ids {
-		st.others = append(st.others, docID(id))
-	}
 	defer func() { s.states.set(session, st) }()
+	for _, token := range tokens {
+		chain, _, _ := parseToken(token)
+		st.others = append(st.others, chain)
+	}
 	var decodeErr error
-	for i, id := range ids {
+	for i, token := range tokens {
 		raw, err := s.coll.find(ctx, st.others[i])
+		if err != nil {
+			return outcomeError, -1, err
+		}
 		if raw == nil {
-			if err != nil {
-				return err
-			}
 			continue
 		}
 		d, encoded, values, err := s.open(raw)
-		if err != nil || !s.live(&d, s.cfg.Now()) {
-			decodeErr = cmp.Or(decodeErr, err)
-			if err == nil {
-				s.expired(ctx, &d, values)
-			}
+		if _, sid, _ := parseToken(token); err != nil || subtle.ConstantTimeCompare([]byte(d.sid), []byte(sid)) == 0 {
+			decodeErr = errors.Join(decodeErr, err) // another secret: regenerated since, and never loaded again
 			continue
 		}
-		session.ID, session.Values, session.IsNew = id, values, false
+		if !s.live(&d, s.cfg.Now()) {
+			s.expired(ctx, &d, values)
+			continue
+		}
+		session.ID, session.Values, session.IsNew = token, values, false
 		session.Options.MaxAge = d.maxAge // the session's own lifetime ("remember me")
-		sp.outcome, sp.size = outcomeLoaded, len(encoded)
-		others := slices.Delete(st.others, i, i+1)
+		others := slices.DeleteFunc(st.others, func(c string) bool { return c == d.id })
 		st = stateOf(&d, encoded, values, session.Options)
-		st.cookie, st.others = reusable[i], others
-		return nil
+		st.token, st.cookie, st.others = token, reusable[i], others
+		return outcomeLoaded, len(encoded), nil
 	}
-	return decodeErr
+	return outcomeExpired, -1, decodeErr
 }
 
 // Save writes the session and sets its cookie. Options.MaxAge < 0 ends it.
 // A loaded session is updated only if its document is still live, never
 // inserted again (else ErrSessionGone: it stays ended); a new one is
-// inserted under a fresh ID; one whose ID the application changed is saved
-// as RegenerateID would. Values that cannot be encoded, or are larger than
-// Config.MaxSize, give ErrEncode. Save is bounded by Config.Timeout, not
-// by the request's context. A cookie name or Options that browsers would
-// refuse give ErrInvalidConfig, and nothing is stored.
+// inserted under a fresh chain; one whose ID the application changed is
+// saved as RegenerateID would. Values that cannot be encoded, or are larger
+// than Config.MaxSize, give ErrEncode. Save is bounded by Config.Timeout,
+// not by the request's context. Nil arguments, a cookie name or Options
+// that browsers would refuse give ErrInvalidConfig, and nothing is stored.
+// A save that tied the session to its owner then applies
+// Config.MaxSessionsPerOwner, and returns ErrLimit if it could not.
 func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
-	return s.save(r.Context(), opSave, w, session, nil, false)
+	if err := checkArgs(r, w, session); err != nil {
+		return err
+	}
+	sv, err := s.prepare(session)
+	ctx, sp := s.tel.start(r.Context(), sv.op)
+	ctx, cancel := s.opContext(ctx, true)
+	defer cancel()
+	switch {
+	case err != nil:
+	case sv.outcome == outcomeEnded:
+		err = s.end(ctx, w, session, sv.st, EndLogout)
+	case sv.st.id == "":
+		err = s.insert(ctx, w, sv)
+	default: // an update, or a regeneration with a new secret
+		err = s.update(ctx, w, sv)
+	}
+	sp.outcome, sp.size, sp.retries = sv.outcome, len(sv.data), sv.retries
+	sp.end(err)
+	if owner, _ := ownerOf(session.Values); err == nil && owner != "" && owner != sv.st.owner {
+		err = s.limit(r.Context(), session) // the session has just been tied to its owner
+	}
+	return err
 }
 
 // saving is one save of a session under way.
 type saving struct {
 	session    *sessions.Session
 	st         sessionState // the version it builds on
+	token      string       // the session's token once saved: a new one inserts or regenerates
 	data       []byte       // the values to write, encoded
 	now        time.Time
 	ownOptions bool // the request changed the session's options
-	sp         *span
+	op         operation
+	outcome    outcome // if it succeeds
+	retries    int     // writes after the first, each after another save
 }
 
-// save commits session as operation op, bounded by Config.Timeout and not
-// by ctx's cancellation; encoded, if not nil, is its values encoded; touch
-// says it is the middleware's save of an unchanged session.
-func (s *Store) save(ctx context.Context, op operation, w http.ResponseWriter, session *sessions.Session, encoded []byte, touch bool) error {
-	ctx, cancel := s.opContext(ctx, true)
-	defer cancel()
-	ctx, sp := s.tel.start(ctx, op)
-	sp.touch = touch
-	err := s.commit(ctx, w, session, encoded, &sp)
-	sp.end(err)
-	return err
-}
-
-// commit ends, inserts, regenerates or updates session.
-func (s *Store) commit(ctx context.Context, w http.ResponseWriter, session *sessions.Session, encoded []byte, sp *span) error {
+// prepare works out what saving session is: an ending, an insert, a
+// regeneration or an update (or a touch, which changes nothing but times).
+func (s *Store) prepare(session *sessions.Session) (*saving, error) {
 	if session.Options == nil {
 		session.Options = s.newOptions()
 	}
-	sv := &saving{session: session, st: s.states.get(session), now: s.cfg.Now(), sp: sp}
+	sv := &saving{session: session, st: s.states.get(session), token: session.ID, now: s.cfg.Now(), op: opSave}
 	if session.Options.MaxAge < 0 {
-		sp.outcome = outcomeEnded
-		return s.end(ctx, w, sv) // whatever the cookie's options: deleting needs none
+		sv.outcome = outcomeEnded // whatever the cookie's options: deleting needs none
+		return sv, nil
 	}
 	if err := errors.Join(checkCookieName(session.Name()), checkCookiePrefix(session.Name(), session.Options)); err != nil {
-		return err
+		return sv, err
 	}
-	data, err := s.encode(session.Values, encoded)
-	if err != nil {
-		return err
+	data, err := s.encode(session.Values)
+	sv.data, sv.ownOptions = data, *session.Options != sv.st.options
+	switch {
+	case sv.st.id == "":
+		sv.token, sv.outcome = newToken(""), outcomeInserted
+	case session.ID != sv.st.token:
+		sv.token, sv.outcome, sv.op = newToken(sv.st.id), outcomeRegenerated, opRegenerate
+	case bytes.Equal(data, sv.st.encoded) && !sv.ownOptions:
+		sv.outcome = outcomeTouched
+	default:
+		sv.outcome = outcomeUpdated
 	}
-	sv.data, sp.size, sv.ownOptions = data, len(data), *session.Options != sv.st.options
-	if sv.st.id == "" {
-		sp.outcome = outcomeInserted
-		err = s.insert(ctx, w, sv)
-	} else {
-		err = s.rewrite(ctx, w, sv)
-	}
-	if st := s.states.get(session); err == nil && st.owner != "" && st.owner != sv.st.owner {
-		s.limit(ctx, st) // the session has just been tied to its owner
-	}
-	return err
+	return sv, err
 }
 
-// rewrite regenerates or updates a stored session, one save of it at a
-// time in this process where the server needs that.
-func (s *Store) rewrite(ctx context.Context, w http.ResponseWriter, sv *saving) error {
-	unlock, err := s.coll.serialize(ctx, sv.st.id)
-	if err != nil {
-		return err
-	}
-	defer unlock()
-	if sv.session.ID == "" || docID(sv.session.ID) != sv.st.id {
-		sv.sp.outcome = outcomeRegenerated
-		return s.regenerate(ctx, w, sv)
-	}
-	sv.sp.outcome = outcomeUpdated
-	return s.update(ctx, w, sv)
-}
-
-// insert stores the session as a new document under a fresh ID, the first
-// of its chain.
+// insert stores the session as the first document of a new chain.
 func (s *Store) insert(ctx context.Context, w http.ResponseWriter, sv *saving) error {
-	id := newSessionID()
-	d := s.document(sv, docID(id), "", 1, sv.now)
+	d := s.document(sv)
 	if err := s.coll.insert(ctx, &d); err != nil {
 		return err
 	}
-	sv.session.ID = id
 	if err := s.sent(w, sv, &d); err != nil {
 		return err
 	}
@@ -211,133 +206,98 @@ func (s *Store) insert(ctx context.Context, w http.ResponseWriter, sv *saving) e
 }
 
 // update writes the session's document if it is still live and at the
-// version sv builds on. If another save changed it meanwhile, this
-// request's changes are applied over that one's (see merge.go) and written
-// again, up to maxSaveAttempts writes; a session that ended meanwhile stays
-// ended.
-func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) (err error) {
-	var mine *changes   // this request's changes, once a conflict needs them
-	var theirs bson.Raw // the last conflict's document, which FerretDB v1's write replaced
-	var ours []byte     // the MAC of that write
-	defer func() {
-		if err != nil && theirs != nil {
-			restoreCtx, cancel := s.opContext(ctx, true) // ctx may be what ran out
-			defer cancel()
-			err = errors.Join(err, s.coll.restore(restoreCtx, theirs, ours))
-		}
-	}()
+// version sv builds on, with sv's secret (a new one regenerates it). If
+// another save changed it meanwhile, this request's changes are applied
+// over that one's (see merge.go) and written again, up to maxSaveAttempts
+// writes; a session that ended meanwhile stays ended. One save of a chain
+// runs at a time in this process.
+func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) error {
+	unlock, err := s.coll.locks.lock(ctx, sv.st.id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	var mine *changes // this request's changes, once a conflict needs them
 	for attempt := 1; ; attempt++ {
-		sv.sp.retries, sv.sp.size = attempt-1, len(sv.data)
-		d := s.document(sv, sv.st.id, sv.st.lineage, sv.st.rev+1, sv.st.createdAt)
+		d := s.document(sv)
 		if !d.expiresAt.After(sv.now) {
 			return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
 		}
-		conflict, next, err := s.coll.save(ctx, &d, sv.st.version, sv.now)
+		theirs, err := s.coll.update(ctx, &d, sv.st.version, sv.now)
 		switch {
 		case err != nil:
 			return err
-		case conflict == nil:
-			if attempt > 1 {
-				s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "mongostore: merged concurrent changes",
-					slog.String("session", sv.session.Name()), slog.Int("retries", attempt-1))
-			}
-			return s.sent(w, sv, &d)
-		}
-		if theirs, ours = conflict, d.mac; attempt == maxSaveAttempts {
+		case theirs == nil:
+			return s.updated(ctx, w, sv, &d)
+		case attempt == maxSaveAttempts:
 			return fmt.Errorf("%w: %d writes met concurrent saves", ErrConflict, attempt)
 		}
 		if err := s.merge(ctx, sv, theirs, &mine); err != nil {
 			return err
 		}
-		sv.st.version = next
+		sv.retries = attempt
 	}
 }
 
-// regenerate moves the session to a fresh ID in the same chain, keeping
-// its values and creation time. The new document goes in first and the old
-// one out after, so that an ending meanwhile finds one of them; if the old
-// one had ended, or anything fails, the new one is deleted: nothing is
-// left that no cookie names.
-func (s *Store) regenerate(ctx context.Context, w http.ResponseWriter, sv *saving) error {
-	id := newSessionID()
-	d := s.document(sv, docID(id), sv.st.lineage, 1, sv.st.createdAt)
-	if !d.expiresAt.After(sv.now) {
-		return fmt.Errorf("%w: absolute timeout reached", ErrSessionGone)
+// updated finishes an update that wrote d: the session's new state and
+// cookie, and the event of a regeneration.
+func (s *Store) updated(ctx context.Context, w http.ResponseWriter, sv *saving, d *document) error {
+	if sv.retries > 0 {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "mongostore: merged concurrent changes",
+			slog.String("session", sv.session.Name()), slog.Int("retries", sv.retries))
 	}
-	if err := s.coll.insert(ctx, &d); err != nil {
-		s.detach(sv.session) // a later save inserts afresh, never under the old ID
+	regenerated := sv.token != sv.st.token
+	if regenerated {
+		sv.st.cookie = "" // the old secret's
+	}
+	if err := s.sent(w, sv, d); err != nil {
 		return err
 	}
-	err := s.move(ctx, w, sv, id, &d)
-	if err != nil {
-		cleanCtx, cancel := s.opContext(ctx, true) // ctx may be what timed out
-		defer cancel()
-		_, derr := s.coll.delete(cleanCtx, d.id)
-		if sv.session.ID != "" || derr != nil || !errors.Is(err, ErrSessionGone) {
-			s.detach(sv.session) // else the old one is gone, and the next save says so again
-		}
-		return errors.Join(err, derr)
+	if regenerated {
+		s.emit(ctx, EventRegenerated, "", s.states.get(sv.session))
 	}
-	s.emit(ctx, EventRegenerated, "", s.states.get(sv.session))
 	return nil
 }
 
-// move takes the old document of a regenerating session out, and makes the
-// new one, d, hold any changes another save made to the old one since it
-// was loaded, with this request's applied over them.
-func (s *Store) move(ctx context.Context, w http.ResponseWriter, sv *saving, id string, d *document) error {
-	before, err := s.coll.remove(ctx, sv.st.id)
-	switch {
-	case err != nil:
-		return err
-	case before == nil || !live(before, sv.now):
-		return ErrSessionGone
-	}
-	old := sv.st.mac
-	sv.session.ID, sv.st.id, sv.st.version, sv.st.cookie = id, d.id, d.written(), ""
-	if isVersion(before, old) {
-		return s.sent(w, sv, d)
-	}
-	sv.sp.merged = true
-	var mine *changes
-	if err := s.merge(ctx, sv, before, &mine); err != nil {
-		putCtx, cancel := s.opContext(ctx, true) // another save's session stays, unmerged
-		defer cancel()
-		return errors.Join(err, s.coll.insertRaw(putCtx, before))
-	}
-	return s.update(ctx, w, sv)
-}
-
-// sent records the state of the session as d stores it, and sets its
-// cookie.
+// sent records the state of the session as d stores it, under sv's token,
+// and sets its cookie.
 func (s *Store) sent(w http.ResponseWriter, sv *saving, d *document) error {
 	st := stateOf(d, sv.data, sv.session.Values, sv.session.Options)
-	st.cookie, st.others = sv.st.cookie, sv.st.others
+	st.token, st.cookie, st.others, st.cookieSet = sv.token, sv.st.cookie, sv.st.others, true
 	if st.cookie == "" {
 		var err error
-		if st.cookie, err = s.cookies.encode(sv.session.Name(), sv.session.ID); err != nil {
+		if st.cookie, err = s.cookies.encode(sv.session.Name(), sv.token); err != nil {
 			return err
 		}
 	}
+	sv.session.ID = sv.token
 	s.states.set(sv.session, st)
 	setCookie(w, sv.session.Name(), st.cookie, sv.session.Options, st.expiresAt, sv.now)
 	return nil
 }
 
-// RegenerateID moves the session to a new ID, keeping its values and its
-// creation time (the absolute timeout still counts from it), and sets the
-// new cookie: call it when privileges change, to defeat session fixation.
-// Its handle stays the same. If the old session ended meanwhile, it returns
-// ErrSessionGone and later saves do too; after any other failure, a later
-// save stores the session under a fresh ID, never under the old one.
+// RegenerateID gives the session a new secret, keeping its document, its
+// values and its creation time (the absolute timeout still counts from
+// it), and sets the new cookie: call it when privileges change, to defeat
+// session fixation. The old cookie loads nothing from then on, and a
+// request that loaded the session with it can no longer save it
+// (ErrSessionGone). Its handle stays the same. If the session ended
+// meanwhile, it returns ErrSessionGone; after another failure the session
+// keeps its old secret, and its next save regenerates it.
 func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
+	if err := checkArgs(r, w, session); err != nil {
+		return err
+	}
 	session.ID = ""
-	return s.save(r.Context(), opRegenerate, w, session, nil, false)
+	return s.Save(r, w, session)
 }
 
 // Times returns the session's times as last loaded or saved by this
 // store, and false for a session that is not stored.
 func (s *Store) Times(session *sessions.Session) (SessionTimes, bool) {
+	if session == nil {
+		return SessionTimes{}, false
+	}
 	st := s.states.get(session)
 	return st.times(), st.id != ""
 }

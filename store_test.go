@@ -186,7 +186,7 @@ func TestRegenerateID(t *testing.T) {
 		}
 		newID = s.ID
 	})
-	if newID == oldID || !validSessionID(newID) {
+	if newID == oldID || !validToken(newID) {
 		t.Fatal("RegenerateID did not give a fresh ID")
 	}
 	if n := f.count(t); n != 1 {
@@ -206,7 +206,7 @@ func TestRegenerateID(t *testing.T) {
 		b.do(func(w http.ResponseWriter, r *http.Request) {
 			s, _ := f.store.Get(r, testSessionName)
 			s.Values["k"] = 1
-			if err := f.store.RegenerateID(r, w, s); err != nil || !validSessionID(s.ID) {
+			if err := f.store.RegenerateID(r, w, s); err != nil || !validToken(s.ID) {
 				t.Fatalf("RegenerateID of a new session: %v", err)
 			}
 		})
@@ -285,7 +285,7 @@ func TestRegenerateID(t *testing.T) {
 		b.do(func(w http.ResponseWriter, r *http.Request) {
 			s, _ := f.store.Get(r, testSessionName)
 			s.ID = "" // the redistore idiom
-			if err := s.Save(r, w); err != nil || s.ID == oldID || !validSessionID(s.ID) {
+			if err := s.Save(r, w); err != nil || s.ID == oldID || !validToken(s.ID) {
 				t.Fatalf("Save: %v (new ID %v)", err, s.ID != oldID)
 			}
 		})
@@ -338,7 +338,7 @@ func TestRestart(t *testing.T) {
 				}
 				newID = s.ID
 			})
-			if newID == oldID || !validSessionID(newID) {
+			if newID == oldID || !validToken(newID) {
 				t.Fatal("Restart did not lead to a fresh ID")
 			}
 			if got := f.count(t); got != before {
@@ -377,12 +377,11 @@ func TestSaveNearExpiryIsGuarded(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		advance time.Duration // from the load to the save; the session lives 60s
-		guarded bool          // FerretDB v1: the save filters on {_id, expiresAt: {$gt: now}}
 		saved   bool
 	}{
-		{"far from expiry", 30 * time.Second, false, true},
-		{"within Timeout of expiry", 58 * time.Second, true, true},
-		{"expired while the request ran", 61 * time.Second, true, false},
+		{"far from expiry", 30 * time.Second, true},
+		{"within Timeout of expiry", 58 * time.Second, true},
+		{"expired while the request ran", 61 * time.Second, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clock := newFakeClock()
@@ -407,22 +406,19 @@ func TestSaveNearExpiryIsGuarded(t *testing.T) {
 					t.Fatalf("Save = %v, want saved %v (else ErrSessionGone)", err, tc.saved)
 				}
 			})
-			// Where the server plans queries, the filter's rev names the
-			// version loaded, whose expiry the store knows: an expired one
-			// is not written to at all.
-			save, want, writes := "update", false, 1
-			if f.store.coll.exactID() {
-				save, want = "findAndModify", tc.guarded
-			} else if !tc.saved {
+			// The filter's rev names the version loaded, whose expiry the
+			// store knows: an expired one is not written to at all.
+			writes := 1
+			if !tc.saved {
 				writes = 0
 			}
-			filters := commandFilters(t, f.cmds)[save]
+			filters := commandFilters(t, f.cmds)["update"]
 			if len(filters) != writes {
-				t.Fatalf("%d %s commands, want %d", len(filters), save, writes)
+				t.Fatalf("%d update commands, want %d", len(filters), writes)
 			}
 			for _, filter := range filters {
-				if guarded := filter.Lookup(fieldExpiresAt, "$gt").Type != 0; guarded != want {
-					t.Fatalf("save filter %s: guarded %v, want %v", filter, guarded, want)
+				if filter.Lookup(fieldExpiresAt, "$gt").Type != 0 {
+					t.Fatalf("save filter %s: want {_id, rev} alone", filter)
 				}
 			}
 			after, found := expiryOf()
@@ -582,7 +578,7 @@ func TestMissingOrExpiredDocumentGetsFreshID(t *testing.T) {
 				}
 				newID = s.ID
 			})
-			if newID == id || !validSessionID(newID) {
+			if newID == id || !validToken(newID) {
 				t.Fatal("saved under the old ID")
 			}
 			if s, err := loadSession(t, f, b); err != nil || s.Values["k"] != "again" {
@@ -818,12 +814,12 @@ func TestRegenerateIDRacingSignOutEverywhere(t *testing.T) {
 		login bool
 		k     int // the sign-out runs just before the k-th write
 	}{
-		// Before: this case already held (the old document, deleted first, was found gone): a control for the row below.
-		{"owned, before write 1", false, 1},
-		// Before: RegenerateID deleted the old document and then inserted the new one, so a sign-out between them missed the new one.
-		{"owned, before write 2", false, 2},
-		// Before: the same (a sign-out before write 1 precedes the login itself, so only write 2 is a race here).
-		{"login, before write 2", true, 2},
+		// RegenerateID is one write now, an update of the one document:
+		// a sign-out before it leaves it nothing to match. (Format 2
+		// inserted a new document and deleted the old one, and a sign-out
+		// between the two missed the new one.) At a login, a sign-out
+		// before the write precedes the login itself: no race.
+		{"owned, before the write", false, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var armed atomic.Bool
@@ -875,6 +871,9 @@ func TestRegenerateIDRacingSignOutEverywhere(t *testing.T) {
 			}
 			if signOutErr != nil {
 				t.Fatalf("EndOtherSessions: %v", signOutErr)
+			}
+			if writes.Load() != 1 {
+				t.Errorf("RegenerateID sent %d write commands, want 1 (an update)", writes.Load())
 			}
 			if regenErr != nil && !errors.Is(regenErr, ErrSessionGone) {
 				t.Fatalf("RegenerateID = %v, want nil or ErrSessionGone", regenErr)

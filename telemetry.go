@@ -54,7 +54,7 @@ const (
 	outcomeUpdated                      // a stored session saved
 	outcomeTouched                      // the middleware slid an unchanged session's expiry
 	outcomeMerged                       // saved over a concurrent save's changes
-	outcomeRegenerated                  // moved to a new ID
+	outcomeRegenerated                  // given a new secret
 	outcomeEnded                        // a logout, Restart, EndSession, EndOtherSessions
 	outcomeNotEnded                     // EndSession: no such session, or the request's own
 	outcomeGone                         // ErrSessionGone
@@ -183,8 +183,6 @@ type span struct {
 	outcome outcome // if it succeeds
 	size    int     // encoded bytes of the values loaded or saved; -1 for none
 	retries int     // writes after the first that met a concurrent save
-	merged  bool    // applied this request's changes over a concurrent save's
-	touch   bool    // a middleware save of an unchanged session
 	count   int64   // sessions deleted (gc_sweep), listed or ended
 }
 
@@ -202,10 +200,8 @@ func (s *span) end(err error) {
 	case err != nil:
 		kind = errorKind(err)
 		out = errorKinds[kind].outcome
-	case s.retries > 0 || s.merged:
+	case s.retries > 0:
 		out = outcomeMerged
-	case s.touch && out == outcomeUpdated:
-		out = outcomeTouched
 	}
 	s.measure(err, out, kind)
 	if s.span.IsRecording() {
@@ -224,7 +220,7 @@ func (s *span) measure(err error, out outcome, kind int) {
 	if s.saving() && err == nil && s.size >= 0 {
 		t.size.Record(s.ctx, int64(s.size), t.byOutcome[s.op][out]...)
 	}
-	if s.retries > 0 || s.merged {
+	if s.retries > 0 {
 		t.conflicts.Add(s.ctx, 1, t.byOp[s.op]...)
 		t.retries.Add(s.ctx, int64(s.retries), t.byOp[s.op]...)
 	}

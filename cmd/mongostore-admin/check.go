@@ -235,7 +235,7 @@ func predict(collection string, indexes []setup.Index, pr probes) (verdict []str
 		}
 	}
 	if verdict, fails = describePlan(collection, idx, steps, setup.Decide(idx, a).Outcome); fails == "" && !setup.HasOwnerIndexes(indexes) {
-		verdict = append(verdict, "NewStore creates "+setup.OwnerIndexName+" and "+setup.LineageIndexName+" (partial) for the users' session lists")
+		verdict = append(verdict, "NewStore creates "+setup.OwnerIndexName+" (partial) for the users' session lists")
 	}
 	return verdict, fails
 }

@@ -188,8 +188,8 @@ func loads(t testing.TB, store *mongostore.Store, cookie *http.Cookie) bool {
 }
 
 // createIndexes creates the store's indexes in GC mode: a plain
-// expiresAt_1, and owner_present and lineage_present, partial (sparse on
-// FerretDB v1, which refuses partial indexes).
+// expiresAt_1, and owner_present, partial (sparse on FerretDB v1, which
+// refuses partial indexes).
 func createIndexes(t testing.TB, coll *mongo.Collection) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -197,7 +197,7 @@ func createIndexes(t testing.TB, coll *mongo.Collection) {
 	if _, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: "expiresAt", Value: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	for name, field := range map[string]string{setup.OwnerIndexName: "owner", setup.LineageIndexName: "lineage"} {
+	for name, field := range map[string]string{setup.OwnerIndexName: "owner"} {
 		partial := options.Index().SetName(name).SetPartialFilterExpression(bson.D{{Key: field, Value: bson.D{{Key: "$exists", Value: true}}}})
 		_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: field, Value: 1}}, Options: partial})
 		if setup.Unsupported(err) {

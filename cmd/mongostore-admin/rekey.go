@@ -13,34 +13,41 @@ import (
 var rekeyCommand = command{
 	name:    "rekey",
 	summary: "re-seal every live session under the first key pair (needs SESSION_KEY)",
-	usage:   "[-dry-run] [-db name] [-collection name]",
+	usage:   "[-dry-run] [-decrypt] [-offline] [-db name] [-collection name]",
 	keys:    true,
 	help: `
 Re-seals every live session under the first key pair of SESSION_KEY (and
 SESSION_BLOCK_KEY), owner digest included (Store.Rekey), so that the older
 pairs can go without signing anybody out: give the new pair first, the
 old ones after it. With a block key in the first pair only, it encrypts
-the sessions stored plain. It never deletes, and can run again after a
-cut; -dry-run counts only. Progress goes to standard error; it exits 1 if
-some sessions verify with none of the keys.`,
+the sessions stored plain; a first pair without a block key, before one
+with, would store them plain: it refuses that without -decrypt. On
+FerretDB v1, whose writes are not atomic across processes, it refuses to
+write unless -offline says the application is stopped. It never deletes,
+and can run again after a cut; -dry-run counts only. Progress goes to
+standard error; it exits 1 if some sessions verify with none of the keys.`,
 	flags: func(fs *flag.FlagSet) body {
-		dry := fs.Bool("dry-run", false, "count what would change, change nothing")
+		var opts mongostore.RekeyOptions
+		fs.BoolVar(&opts.DryRun, "dry-run", false, "count what would change, change nothing")
+		fs.BoolVar(&opts.Decrypt, "decrypt", false, "allow storing encrypted sessions plain (the first key pair has no block key)")
+		fs.BoolVar(&opts.SingleProcess, "offline", false, "the application is stopped (needed to write on FerretDB v1)")
 		return body{run: func(ctx context.Context, a *app, c *conn) error {
-			return a.keyedStore(ctx, c, "nothing was changed", func(s *mongostore.Store, none string) error { return a.rekey(ctx, s, none, *dry) })
+			return a.keyedStore(ctx, c, "nothing was changed", func(s *mongostore.Store, none string) error { return a.rekey(ctx, s, none, opts) })
 		}}
 	},
 }
 
-func (a *app) rekey(ctx context.Context, store *mongostore.Store, none string, dry bool) error {
+func (a *app) rekey(ctx context.Context, store *mongostore.Store, none string, opts mongostore.RekeyOptions) error {
 	start := time.Now()
 	progress := func(rc mongostore.RekeyCounts) {
 		fmt.Fprintf(a.stderr, "rekey: %d sessions read, %d re-sealed, %d unverified (%.0f/s)\n",
 			rc.Live, rc.Changed, rc.Unverified, float64(rc.Live)/max(time.Since(start).Seconds(), 1e-3))
 	}
-	rc, err := store.Rekey(ctx, dry, progress)
-	verb := map[bool]string{true: "to re-seal", false: "re-sealed"}[dry]
-	fmt.Fprintf(a.stdout, "%s%s: %d %s under the first key pair, %d verified by none of the keys (left alone)\n",
-		plural(int(rc.Live), "live session"), none, rc.Changed, verb, rc.Unverified)
+	opts.Progress = progress
+	rc, err := store.Rekey(ctx, opts)
+	verb := map[bool]string{true: "to re-seal", false: "re-sealed"}[opts.DryRun]
+	fmt.Fprintf(a.stdout, "%s%s: %d %s under the first key pair (%d encrypted, %d decrypted), %d verified by none of the keys (left alone)\n",
+		plural(int(rc.Live), "live session"), none, rc.Changed, verb, rc.Encrypted, rc.Decrypted, rc.Unverified)
 	fmt.Fprintf(a.stdout, "before: %s\n", byKey(rc))
 	switch {
 	case err != nil:

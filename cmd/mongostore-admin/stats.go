@@ -117,7 +117,7 @@ func (a *app) keyCounts(ctx context.Context, c *conn, r *statsReport) (err error
 	}
 	return a.keyedStore(ctx, c, "", func(store *mongostore.Store, _ string) error {
 		defer step(a.stderr, a.progressAfter, "stats", "reading every live session to count what each key pair verifies")()
-		rc, err := store.Rekey(ctx, true, nil)
+		rc, err := store.Rekey(ctx, mongostore.RekeyOptions{DryRun: true})
 		r.Keys = &rc
 		return err
 	})

@@ -107,26 +107,24 @@ func FindExpiresAt(indexes []Index) *Index {
 	return found
 }
 
-// HasOwnerIndexes reports whether indexes hold the owner and lineage
-// indexes, which the store finds by their names.
+// HasOwnerIndexes reports whether indexes hold the owner index, which the
+// store finds by its name.
 func HasOwnerIndexes(indexes []Index) bool {
-	has := func(name string) bool {
-		return slices.ContainsFunc(indexes, func(idx Index) bool { return idx.Name == name })
-	}
-	return has(OwnerIndexName) && has(LineageIndexName)
+	return slices.ContainsFunc(indexes, func(idx Index) bool { return idx.Name == OwnerIndexName })
 }
 
 // sessionFields are the fields of a session document and their types (0:
 // an integer), as the store reads them (collection.go parseDocument):
-// formats 1 and 2 (which adds lineage) have them all, and v.
+// formats 1, 2 (which adds lineage) and 3 (which adds sid) have them all,
+// and v.
 var sessionFields = map[string]bson.Type{"rev": 0, "data": bson.TypeBinary, "mac": bson.TypeBinary, "createdAt": bson.TypeDateTime,
 	"updatedAt": bson.TypeDateTime, FieldExpiresAt: bson.TypeDateTime, "maxAge": 0}
 
 // IsSessionDocument reports whether doc has the shape of a session
-// document, whatever the keys that wrote it: v 1 or 2, and sessionFields;
+// document, whatever the keys that wrote it: v 1, 2 or 3, and sessionFields;
 // it may have others. It tells the store's collection from another.
 func IsSessionDocument(doc bson.Raw) bool {
-	if v, ok := doc.Lookup("v").AsInt64OK(); !ok || v < 1 || v > 2 {
+	if v, ok := doc.Lookup("v").AsInt64OK(); !ok || v < 1 || v > 3 {
 		return false
 	}
 	for name, typ := range sessionFields {

@@ -56,10 +56,10 @@ func ReviewIndexes(indexes []Index, kind string) Review {
 	return r
 }
 
-// checkOwner adds what the owner and lineage indexes, on a server of
-// kind, say.
+// checkOwner adds what the owner index, and those of earlier formats, on
+// a server of kind, say.
 func (r *Review) checkOwner(kind string) {
-	for _, ix := range [...]struct{ name, field string }{{OwnerIndexName, FieldOwner}, {LineageIndexName, FieldLineage}} {
+	for _, ix := range [...]struct{ name, field string }{{OwnerIndexName, FieldOwner}} {
 		i := slices.IndexFunc(r.Indexes, func(idx Index) bool { return idx.Name == ix.name })
 		switch {
 		case i < 0:
@@ -74,6 +74,9 @@ func (r *Review) checkOwner(kind string) {
 		}
 	}
 	if slices.ContainsFunc(r.Indexes, func(idx Index) bool { return idx.Name == SparseOwnerIndexName }) {
-		r.Notes = append(r.Notes, SparseOwnerIndexName+" is the sparse owner index of format 1: NewStore drops it once "+OwnerIndexName+" exists")
+		r.Notes = append(r.Notes, SparseOwnerIndexName+" is the sparse owner index of format 1: NewStore drops it")
+	}
+	if slices.ContainsFunc(r.Indexes, func(idx Index) bool { return idx.Name == LineageIndexName }) {
+		r.Notes = append(r.Notes, LineageIndexName+" is the lineage index of format 2: NewStore drops it")
 	}
 }

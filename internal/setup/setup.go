@@ -20,15 +20,14 @@ import (
 )
 
 // The store's indexed fields, its index names, and the TTL index's
-// expireAfterSeconds. The owner and lineage indexes are partial (sparse on
-// FerretDB v1): an entry only for the documents that have the field.
+// expireAfterSeconds. The owner index is partial (sparse on FerretDB v1):
+// an entry only for the documents that have the field.
 const (
 	FieldExpiresAt        = "expiresAt"
 	FieldOwner            = "owner"
-	FieldLineage          = "lineage"
 	ExpiresAtIndexName    = FieldExpiresAt + "_1"
 	OwnerIndexName        = "owner_present"
-	LineageIndexName      = "lineage_present"
+	LineageIndexName      = "lineage_present" // format 2's, dropped by NewStore
 	SparseOwnerIndexName  = FieldOwner + "_1" // format 1's, dropped by NewStore
 	TTLExpireAfterSeconds = 0
 )

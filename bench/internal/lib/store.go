@@ -126,5 +126,5 @@ type RekeyCounts = mongostore.RekeyCounts
 
 // Rekey re-seals the stored sessions under the store's first key pair.
 func (s *Store) Rekey(ctx context.Context, dryRun bool) (RekeyCounts, error) {
-	return s.s.Rekey(ctx, dryRun, nil)
+	return s.s.Rekey(ctx, mongostore.RekeyOptions{DryRun: dryRun, SingleProcess: true})
 }
