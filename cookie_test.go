@@ -221,10 +221,10 @@ func FuzzDecodeCookie(f *testing.F) {
 		signed[:len(signed)-1],
 		flipCookie(encrypted),
 		flipCookie(signed),
-		encode(testSessionName, []byte("short"), store.cookies[0]),                                             // valid signature, malformed ID
-		encode(testSessionName, []byte(id+"="), store.cookies[1]),                                              // padded ID
+		encode(testSessionName, []byte("short"), store.cookies[0]),                                                 // valid signature, malformed ID
+		encode(testSessionName, []byte(id+"="), store.cookies[1]),                                                  // padded ID
 		encode(testSessionName, []byte(strings.Repeat("A", secretEncoding.EncodedLen(idBytes))), store.cookies[1]), // valid form
-		encode("other", []byte(id), store.cookies[0]),                                                          // signed for another name
+		encode("other", []byte(id), store.cookies[0]),                                                              // signed for another name
 		encode(testSessionName, []byte{}, store.cookies[1]),
 		"",
 		"|",
