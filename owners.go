@@ -181,9 +181,11 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 // EndOtherSessions ends every session of owner but current ("sign out
 // everywhere else"), however many, and returns how many it ended. A nil
 // current ends them all (after a password change, say). Sessions saved
-// meanwhile are ended too. Each round of at most 1,000 sessions has its
-// own Config.Timeout; if one fails, the error (wrapping ErrDatabase) says
-// how many were left. A nil ctx gives ErrInvalidConfig.
+// meanwhile are ended too. Each of its commands (a listing of at most
+// 1,000 sessions, a delete) has its own Config.Timeout, and ctx's
+// cancellation does not stop it; if one fails, the error (wrapping
+// ErrDatabase) says how many were ended and left. A nil ctx gives
+// ErrInvalidConfig.
 func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *sessions.Session) (int64, error) {
 	if ctx == nil {
 		return 0, errNil("context")
@@ -204,19 +206,19 @@ const maxIdleRounds = 3
 
 // endOwned ends the sessions of owner but chain current and the keep most
 // recently saved others, and looks again until none is left: a session
-// saved meanwhile is ended too. It returns how many it ended. Each round
-// is bounded by Config.Timeout.
+// saved meanwhile is ended too. It returns how many it ended. Each command
+// is bounded by Config.Timeout, so that any number of sessions can end.
 func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, reason EndReason) (int64, error) {
 	var total int64
 	for idle := 0; ; {
-		rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-		listed, err := s.ownedSessions(rctx, owner, current)
+		lctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		listed, err := s.ownedSessions(lctx, owner, current)
+		cancel()
 		listed = slices.DeleteFunc(listed, func(o ownedSession) bool { return o.Current })
 		var n int64
 		if err == nil && len(listed) > keep {
-			n, err = s.endListed(rctx, listed[keep:], reason)
+			n, err = s.endListed(ctx, listed[keep:], reason)
 		}
-		cancel()
 		left := int64(max(len(listed)-keep, 0)) - n
 		if total += n; n == 0 {
 			idle++
@@ -232,12 +234,14 @@ func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, r
 	}
 }
 
-// endListed ends the sessions of listed, one delete each, and returns how
-// many it ended.
+// endListed ends the sessions of listed, one delete each (bounded by
+// Config.Timeout), and returns how many it ended.
 func (s *Store) endListed(ctx context.Context, listed []ownedSession, reason EndReason) (int64, error) {
 	var n int64
 	for _, o := range listed {
-		ended, err := s.coll.delete(ctx, o.st.id)
+		dctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		ended, err := s.coll.delete(dctx, o.st.id)
+		cancel()
 		if err != nil {
 			return n, err
 		}

@@ -1,0 +1,380 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/sessions"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// The tests of format 3's chain: one document per sign-in, for its whole
+// life. Each checks a defect of format 2 (which moved a session to a new
+// document at every RegenerateID), failing on it.
+
+// TestRegenerateIDKeepsTheDocument: RegenerateID is one update of the one
+// document, which changes its secret: the _id and the handle stay, the old
+// cookie loads nothing from then on, the new one loads the session.
+func TestRegenerateIDKeepsTheDocument(t *testing.T) {
+	events := &eventLog{}
+	f := newFixture(t, Config{Expiry: ExpiryNone, OnEvent: events.add})
+	b, token := saveNewSession(t, f, map[any]any{"k": "v"})
+	before := storedDocument(t, f, token)
+	old := *b.cookies[testSessionName]
+	f.cmds.reset()
+	var regenerated string
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		if err := f.store.RegenerateID(r, w, s); err != nil {
+			t.Fatal(err)
+		}
+		regenerated = s.ID
+	})
+	if got := strings.Join(commandNames(f.cmds), " "); got != "find save" {
+		t.Fatalf("commands %q, want a load and one update", got)
+	}
+	if docID(regenerated) != docID(token) || regenerated == token {
+		t.Fatalf("token %q after RegenerateID, want the chain of %q with a new secret", regenerated, token)
+	}
+	after := storedDocument(t, f, regenerated)
+	if after.Lookup(fieldSID).StringValue() == before.Lookup(fieldSID).StringValue() || f.count(t) != 1 {
+		t.Fatalf("%d documents, sid %v -> %v; want one document with a new sid", f.count(t), before.Lookup(fieldSID), after.Lookup(fieldSID))
+	}
+	stale := newBrowser()
+	stale.cookies[testSessionName] = &old
+	if isLive(t, f, stale) || !isLive(t, f, b) {
+		t.Fatal("after RegenerateID the old cookie loads, or the new one does not")
+	}
+	got := events.wantEvents(t, "regenerate", "created", "regenerated")
+	if got[0].Handle != got[1].Handle || got[0].Handle != handle(docID(token)) {
+		t.Fatalf("handles %q, %q; want the chain's, unchanged", got[0].Handle, got[1].Handle)
+	}
+}
+
+// TestStaleSecretCannotSave: a request that loaded the session before
+// another regenerated it cannot save it, and sends no cookie: the old
+// secret never comes back.
+func TestStaleSecretCannotSave(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
+	r, stale := loaded(t, f, b)
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		s.Values["login"] = "ada"
+		if err := f.store.RegenerateID(r, w, s); err != nil {
+			t.Fatal(err)
+		}
+	})
+	stale.Values["late"] = 1
+	rec := httptest.NewRecorder()
+	if err := stale.Save(r, rec); !errors.Is(err, ErrSessionGone) {
+		t.Fatalf("Save with the old secret = %v, want ErrSessionGone", err)
+	}
+	if c := rec.Header().Values("Set-Cookie"); len(c) != 0 {
+		t.Fatalf("the stale save set %q", c)
+	}
+	if s, err := loadSession(t, f, b); err != nil || s.Values["login"] != "ada" || s.Values["late"] != nil {
+		t.Fatalf("after both: %v, %v; want the regenerated session alone", s.Values, err)
+	}
+}
+
+// TestFailedRegenerateNeverUndoesAnEnding: whatever makes a RegenerateID
+// fail, an ending that ran before its write stays: the session is gone,
+// and nothing was inserted.
+func TestFailedRegenerateNeverUndoesAnEnding(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		before func(t *testing.T, f *storeFixture, b *browser) // runs after the load, before RegenerateID
+	}{
+		{"logout", func(t *testing.T, f *storeFixture, b *browser) {
+			b.do(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := f.store.Get(r, testSessionName)
+				s.Options.MaxAge = -1
+				if err := s.Save(r, w); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}},
+		{"another owner, then sign-out everywhere", func(t *testing.T, f *storeFixture, b *browser) {
+			other := newBrowser()
+			other.cookies = b.cookies
+			other.do(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := f.store.Get(r, testSessionName)
+				SetOwner(s, "eve", "")
+				if err := s.Save(r, w); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if n, err := f.store.EndOtherSessions(context.Background(), "eve", nil); n != 1 || err != nil {
+				t.Fatalf("EndOtherSessions = %d, %v", n, err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone})
+			b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
+			r, s := loaded(t, f, b)
+			tc.before(t, f, b)
+			f.cmds.reset()
+			if err := f.store.RegenerateID(r, httptest.NewRecorder(), s); !errors.Is(err, ErrSessionGone) {
+				t.Fatalf("RegenerateID = %v, want ErrSessionGone", err)
+			}
+			if names := commandNames(f.cmds); strings.Contains(strings.Join(names, " "), "insert") {
+				t.Fatalf("RegenerateID sent %q", names)
+			}
+			if f.count(t) != 0 {
+				t.Fatalf("%d documents after the ending, want 0", f.count(t))
+			}
+		})
+	}
+}
+
+// TestEndingRacingRegenerateIsCountedOnce: EndOtherSessions racing
+// RegenerateID of the owner's one session ends it once, reports it once,
+// and leaves nothing live.
+func TestEndingRacingRegenerateIsCountedOnce(t *testing.T) {
+	events := &eventLog{}
+	f := newFixture(t, Config{Expiry: ExpiryNone, OnEvent: events.add})
+	for round := range 30 {
+		b, _ := saveNewSession(t, f, map[any]any{ownerKey: "ada"})
+		events.take()
+		r, s := loaded(t, f, b)
+		var wg sync.WaitGroup
+		var n int64
+		var endErr, regenErr error
+		wg.Go(func() { n, endErr = f.store.EndOtherSessions(context.Background(), "ada", nil) })
+		wg.Go(func() { regenErr = f.store.RegenerateID(r, httptest.NewRecorder(), s) })
+		wg.Wait()
+		if endErr != nil || n != 1 {
+			t.Fatalf("round %d: EndOtherSessions = %d, %v; want 1", round, n, endErr)
+		}
+		if regenErr != nil && !errors.Is(regenErr, ErrSessionGone) {
+			t.Fatalf("round %d: RegenerateID = %v", round, regenErr)
+		}
+		got, _ := events.take()
+		if ended := strings.Count(strings.Join(got, " "), "ended/"); ended != 1 {
+			t.Fatalf("round %d: events %q, want one ending", round, got)
+		}
+		if f.count(t) != 0 {
+			t.Fatalf("round %d: %d documents left", round, f.count(t))
+		}
+	}
+}
+
+// storeOwned inserts n sessions of owner sealed by f.store, as many logins
+// would, and returns how many it stored.
+func storeOwned(t *testing.T, f *storeFixture, n int, owner string) {
+	t.Helper()
+	now := time.Now()
+	for start := 0; start < n; start += 1000 {
+		var docs []any
+		for range min(1000, n-start) {
+			values := map[any]any{ownerKey: owner}
+			data, err := f.store.cfg.Codec.Encode(values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sv := &saving{session: &sessions.Session{Values: values, Options: f.store.newOptions()}, token: newToken(""), data: data, now: now}
+			d := f.store.document(sv)
+			docs = append(docs, d.raw())
+		}
+		if _, err := f.coll.InsertMany(context.Background(), docs); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestEndOtherSessionsEndsThemAll: sign-out everywhere ends every session
+// of the owner however many (more than format 2's 8 rounds of 1,000 on
+// DocumentDB; the embedded server scans for each command, so fewer there),
+// reports each once, and leaves none.
+func TestEndOtherSessionsEndsThemAll(t *testing.T) {
+	n := 8100
+	if testServerKind == "embedded" {
+		n = 1100
+	}
+	events := &eventLog{}
+	f := newFixture(t, Config{Expiry: ExpiryNone, OnEvent: events.add})
+	storeOwned(t, f, n, "ada")
+	ended, err := f.store.EndOtherSessions(context.Background(), "ada", nil)
+	if err != nil || ended != int64(n) {
+		t.Fatalf("EndOtherSessions = %d, %v; want %d", ended, err, n)
+	}
+	if got, _ := events.take(); len(got) != n {
+		t.Fatalf("%d events, want %d", len(got), n)
+	}
+	if f.count(t) != 0 {
+		t.Fatalf("%d sessions left", f.count(t))
+	}
+}
+
+// TestLimitHasItsOwnBudget: the per-owner limit runs after the login's
+// save and its event, with its own Timeout: a slow subscriber does not
+// leave the owner over the limit.
+func TestLimitHasItsOwnBudget(t *testing.T) {
+	cfg := Config{Expiry: ExpiryNone, MaxSessionsPerOwner: 1, Timeout: 300 * time.Millisecond,
+		OnEvent: func(_ context.Context, e Event) {
+			if e.Kind == EventCreated {
+				time.Sleep(500 * time.Millisecond) // longer than Timeout
+			}
+		}}
+	f := newFixture(t, cfg)
+	first, _ := saveNewSession(t, f, map[any]any{ownerKey: "ada"})
+	second, _ := saveNewSession(t, f, map[any]any{ownerKey: "ada"})
+	if isLive(t, f, first) || !isLive(t, f, second) || f.count(t) != 1 {
+		t.Fatalf("after two logins with a limit of 1: first live %v, second live %v, %d documents",
+			isLive(t, f, first), isLive(t, f, second), f.count(t))
+	}
+}
+
+// TestLimitFailureIsReported: a limit that could not be applied is
+// reported as ErrLimit, the session saved.
+func TestLimitFailureIsReported(t *testing.T) {
+	client := testClient(t, nil)
+	coll := testCollection(t, client)
+	var cut atomic.Bool
+	store := storeOn(t, coll, Config{Expiry: ExpiryNone, MaxSessionsPerOwner: 1,
+		OnEvent: func(ctx context.Context, e Event) {
+			if e.Kind == EventCreated && cut.Load() {
+				_ = client.Disconnect(ctx) // the limit's commands fail
+			}
+		}})
+	f := &storeFixture{store: store, coll: testClient(t, nil).Database(testDatabase).Collection(coll.Name())}
+	saveNewSession(t, f, map[any]any{ownerKey: "ada"})
+	cut.Store(true)
+	b := newBrowser()
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := store.Get(r, testSessionName)
+		SetOwner(s, "ada", "")
+		if err := s.Save(r, w); !errors.Is(err, ErrLimit) || !errors.Is(err, ErrDatabase) {
+			t.Fatalf("Save = %v, want ErrLimit wrapping ErrDatabase", err)
+		}
+	})
+	if _, ok := b.cookies[testSessionName]; !ok || f.count(t) != 2 {
+		t.Fatalf("cookie set %v, %d documents; want the session saved beside the other", ok, f.count(t))
+	}
+}
+
+// TestHandlesSurviveKeyRotation: a handle listed before a key rotation
+// names the same session after it, and ends it.
+func TestHandlesSurviveKeyRotation(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	storeOwned(t, f, 1, "ada")
+	ctx := context.Background()
+	before, err := f.store.ListSessions(ctx, "ada", nil)
+	if err != nil || len(before) != 1 {
+		t.Fatalf("ListSessions = %v, %v", before, err)
+	}
+	rotated := storeOn(t, f.coll, Config{Expiry: ExpiryNone}, otherHashKey, nil, testHashKey, nil)
+	after, err := rotated.ListSessions(ctx, "ada", nil)
+	if err != nil || len(after) != 1 || after[0].Handle != before[0].Handle {
+		t.Fatalf("after the rotation: %v, %v; want the handle %q", after, err, before[0].Handle)
+	}
+	if _, ended, err := rotated.EndSession(ctx, "ada", before[0].Handle, nil); !ended || err != nil {
+		t.Fatalf("EndSession with the handle listed before = %v, %v", ended, err)
+	}
+}
+
+// TestEndingOfAnExpiredSessionIsAnExpiry: a logout after the session's
+// idle timeout has passed is reported as an expiry, not a logout.
+func TestEndingOfAnExpiredSessionIsAnExpiry(t *testing.T) {
+	clock := newFakeClock()
+	events := &eventLog{}
+	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, OnEvent: events.add})
+	f.store.MaxAge(60)
+	b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
+	r, s := loaded(t, f, b)
+	clock.Advance(61 * time.Second)
+	s.Options.MaxAge = -1
+	if err := s.Save(r, httptest.NewRecorder()); err != nil {
+		t.Fatal(err)
+	}
+	events.wantEvents(t, "logout past the idle timeout", "created", "expired")
+}
+
+// TestGCReportsOnlySessions: a sweep deletes every expired document, and
+// reports an expiry only for those that verify as sessions.
+func TestGCReportsOnlySessions(t *testing.T) {
+	clock := newFakeClock()
+	events := &eventLog{}
+	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, OnEvent: events.add})
+	f.store.MaxAge(60)
+	saveNewSession(t, f, map[any]any{"k": "v"})
+	foreign := bson.D{{Key: fieldID, Value: "not-a-session"}, {Key: fieldExpiresAt, Value: bson.NewDateTimeFromTime(clock.Now())}}
+	if _, err := f.coll.InsertOne(context.Background(), foreign); err != nil {
+		t.Fatal(err)
+	}
+	events.take()
+	clock.Advance(time.Hour)
+	if n, err := f.store.DeleteExpired(context.Background()); n != 2 || err != nil {
+		t.Fatalf("DeleteExpired = %d, %v; want 2", n, err)
+	}
+	events.wantEvents(t, "sweep", "expired")
+}
+
+// TestNilArguments: a nil context, request, writer or session gives
+// ErrInvalidConfig from every exported method, never a panic; a nil
+// handler panics at construction, naming what is wrong.
+func TestNilArguments(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	s, ctx := f.store, context.Context(nil)
+	r, w := httptest.NewRequest(http.MethodGet, "/", nil), httptest.NewRecorder()
+	session := sessions.NewSession(s, testSessionName)
+	_, err1 := NewStore(ctx, f.coll, Config{}, testHashKey)
+	_, err2 := s.ListSessions(ctx, "ada", nil)
+	_, _, err3 := s.EndSession(ctx, "ada", "h", nil)
+	_, err4 := s.EndOtherSessions(ctx, "ada", nil)
+	_, err5 := s.DeleteExpired(ctx)
+	_, err6 := s.Rekey(ctx, RekeyOptions{})
+	_, err7 := s.Get(nil, testSessionName)
+	_, err8 := s.New(nil, testSessionName)
+	for i, err := range []error{err1, err2, err3, err4, err5, err6, err7, err8,
+		s.Save(nil, w, session), s.Save(r, nil, session), s.Save(r, w, nil),
+		s.RegenerateID(nil, w, session), s.RegenerateID(r, nil, session), s.RegenerateID(r, w, nil),
+		s.Restart(nil, session), s.Restart(r, nil)} {
+		if !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("call %d: %v, want ErrInvalidConfig", i+1, err)
+		}
+	}
+	if _, ok := s.Times(nil); ok {
+		t.Error("Times(nil) = ok")
+	}
+	defer func() {
+		if v := recover(); v == nil || !strings.Contains(v.(string), "nil handler") {
+			t.Fatalf("Middleware(nil handler) panicked with %v, want a message naming the nil handler", v)
+		}
+	}()
+	s.Middleware(testSessionName, nil)(nil)
+}
+
+// TestRekeyRefusals: Rekey refuses a key list that would store encrypted
+// sessions plain unless asked to, and says what it did when asked; on a
+// server whose writes are not atomic across processes (FerretDB v1) it
+// refuses to write unless SingleProcess.
+func TestRekeyRefusals(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey)
+	saveNewSession(t, f, map[any]any{"k": "v"})
+	ctx := context.Background()
+	decrypting := storeOn(t, f.coll, Config{Expiry: ExpiryNone}, otherHashKey, nil, testHashKey, testBlockKey)
+	if c, err := decrypting.Rekey(ctx, RekeyOptions{SingleProcess: true}); !errors.Is(err, ErrInvalidConfig) || c.Changed != 0 {
+		t.Fatalf("Rekey that would decrypt = %+v, %v; want ErrInvalidConfig and nothing changed", c, err)
+	}
+	if c, err := decrypting.Rekey(ctx, RekeyOptions{SingleProcess: true, Decrypt: true}); err != nil || c.Changed != 1 || c.Decrypted != 1 {
+		t.Fatalf("Rekey with Decrypt = %+v, %v; want 1 changed, decrypted", c, err)
+	}
+	encrypting := storeOn(t, f.coll, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey, otherHashKey, nil)
+	c, err := encrypting.Rekey(ctx, RekeyOptions{})
+	if atomic := testServerKind != "embedded"; atomic != (err == nil) || (atomic && c.Encrypted != 1) {
+		t.Fatalf("Rekey without SingleProcess on the %s server = %+v, %v", testServerKind, c, err)
+	}
+	if err != nil && !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Rekey refused with %v, want ErrInvalidConfig", err)
+	}
+}
