@@ -44,8 +44,7 @@ func TestStats(t *testing.T) {
 		mustContain(t, "stdout", r.stdout, "the first documents in natural order (the server has no $sample): not a random sample",
 			"owner_present {owner: 1}\n", "owner_present is not partial: FerretDB v1 refuses partial indexes")
 	} else {
-		mustContain(t, "stdout", r.stdout, "a random sample of 7 documents ($sample", "owner_present {owner: 1}, partial\n",
-			"lineage_present {lineage: 1}, partial\n")
+		mustContain(t, "stdout", r.stdout, "a random sample of 7 documents ($sample", "owner_present {owner: 1}, partial\n")
 	}
 
 	r = runCmd(t, col, "stats")
@@ -446,7 +445,7 @@ func TestCheck(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit code %d", r.code)
 	}
-	mustContain(t, "stdout", r.stdout, "does not exist yet", "NewStore creates owner_present and lineage_present (partial)")
+	mustContain(t, "stdout", r.stdout, "does not exist yet", "NewStore creates owner_present (partial)")
 	assertNoScratch(t)
 }
 

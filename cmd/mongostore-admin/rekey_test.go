@@ -22,16 +22,17 @@ func TestRekey(t *testing.T) {
 	before, _ := f.coll.CountDocuments(context.Background(), bson.D{})
 
 	r := runCmd(t, env, "rekey", "-dry-run")
-	mustContain(t, "stdout", r.stdout, "5 live sessions: 5 to re-seal under the first key pair, 0 verified by none", "key pair 1: 0, key pair 2: 5")
+	mustContain(t, "stdout", r.stdout, "5 live sessions: 5 to re-seal under the first key pair (0 encrypted, 0 decrypted), 0 verified by none",
+		"key pair 1: 0, key pair 2: 5")
 	r = runCmd(t, env, "stats")
 	mustContain(t, "stdout", r.stdout, "keys        key pair 1: 0, key pair 2: 5 (of 5 live sessions; 0 verified by none)")
-	r = runCmd(t, env, "rekey")
+	r = runCmd(t, env, "rekey", "-offline")
 	if r.code != 0 {
 		t.Fatalf("exit code %d", r.code)
 	}
 	mustContain(t, "stdout", r.stdout, "5 live sessions: 5 re-sealed under the first key pair")
 	mustContain(t, "stderr", r.stderr, "rekey: 5 sessions read, 5 re-sealed, 0 unverified")
-	r = runCmd(t, env, "rekey")
+	r = runCmd(t, env, "rekey", "-offline")
 	mustContain(t, "stdout", r.stdout, "5 live sessions: 0 re-sealed", "key pair 1: 5, key pair 2: 0")
 	if after, _ := f.coll.CountDocuments(context.Background(), bson.D{}); after != before {
 		t.Fatalf("%d documents after rekey, %d before: it must never delete", after, before)
@@ -62,11 +63,19 @@ func TestRekeyAddsEncryption(t *testing.T) {
 	f := newFixture(t)
 	block := strings.Repeat("3c", 32)
 	env := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey + "," + testKey, "SESSION_BLOCK_KEY": block + ","}
-	r := runCmd(t, env, "rekey")
+	r := runCmd(t, env, "rekey", "-offline")
 	if r.code != 0 {
 		t.Fatalf("exit code %d", r.code)
 	}
-	mustContain(t, "stdout", r.stdout, "5 live sessions: 5 re-sealed")
+	mustContain(t, "stdout", r.stdout, "5 live sessions: 5 re-sealed under the first key pair (5 encrypted, 0 decrypted)")
+
+	// The block key put second by mistake would decrypt them all: refused
+	// without -decrypt, nothing changed.
+	env["SESSION_KEY"], env["SESSION_BLOCK_KEY"] = testKey+","+testKey, ","+block
+	r = runCmd(t, env, "rekey", "-offline")
+	if r.code == 0 || !strings.Contains(r.stderr, "no block key") {
+		t.Fatalf("rekey that would decrypt: exit %d, stderr %q; want a refusal", r.code, r.stderr)
+	}
 	live := bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: time.Now()}}}}
 	cur, err := f.coll.Find(context.Background(), live)
 	if err != nil {

@@ -121,10 +121,14 @@ var sessionFields = map[string]bson.Type{"rev": 0, "data": bson.TypeBinary, "mac
 	"updatedAt": bson.TypeDateTime, FieldExpiresAt: bson.TypeDateTime, "maxAge": 0}
 
 // IsSessionDocument reports whether doc has the shape of a session
-// document, whatever the keys that wrote it: v 1, 2 or 3, and sessionFields;
+// document, whatever the keys that wrote it: v 1, 2 or 3 (with sid), and sessionFields;
 // it may have others. It tells the store's collection from another.
 func IsSessionDocument(doc bson.Raw) bool {
-	if v, ok := doc.Lookup("v").AsInt64OK(); !ok || v < 1 || v > 3 {
+	v, ok := doc.Lookup("v").AsInt64OK()
+	if !ok || v < 1 || v > 3 {
+		return false
+	}
+	if _, ok := doc.Lookup("sid").StringValueOK(); v == 3 && !ok {
 		return false
 	}
 	for name, typ := range sessionFields {

@@ -21,7 +21,7 @@ func TestReviewIndexes(t *testing.T) {
 		{"TTL", []Index{id, ttl, owner, lineage}, ModeTTL, nil},
 		{"GC", []Index{id, plain, owner, lineage}, ModeGC, nil},
 		{"TTL preferred", []Index{id, spec(`{"key": {"expiresAt": -1}, "name": "e"}`), ttl, owner, lineage}, ModeTTL, nil},
-		{"none", []Index{id}, ModeNone, []string{"no index on expiresAt", "no owner_present index", "no lineage_present index"}},
+		{"none", []Index{id}, ModeNone, []string{"no index on expiresAt", "no owner_present index"}},
 		{"TTL of an hour", []Index{id, spec(`{"key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 3600}`), owner, lineage},
 			ModeTTL, []string{"expireAfterSeconds 3600, not 0"}},
 		{"owner not partial", []Index{id, ttl, spec(`{"key": {"owner": 1}, "name": "owner_present", "sparse": true}`), lineage}, ModeTTL,

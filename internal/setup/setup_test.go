@@ -114,7 +114,7 @@ func TestFindExpiresAt(t *testing.T) {
 	}{
 		{"none", []Index{compound}, "", false},
 		{"plain", []Index{plain, owner, lineage}, "expiresAt_1", true},
-		{"without lineage", []Index{plain, owner}, "expiresAt_1", false},
+		{"without lineage", []Index{plain, owner}, "expiresAt_1", true},
 		{"the TTL one first", []Index{desc, ttl, plain}, "t", false},
 		{"the first without TTL", []Index{desc, plain}, "e", false},
 	} {
@@ -262,7 +262,9 @@ func TestIsSessionDocument(t *testing.T) {
 		{"format 1", session(int32(1), ""), true},
 		{"format 1, owned", session(int32(1), "", bson.E{Key: "owner", Value: "digest"}), true},
 		{"format 2, with lineage", session(int64(2), "", bson.E{Key: "lineage", Value: bson.A{"a"}}), true},
-		{"format 3", session(int32(3), ""), false},
+		{"format 3", session(int32(3), "", bson.E{Key: "sid", Value: "hash"}), true},
+		{"format 3 without sid", session(int32(3), ""), false},
+		{"format 4", session(int32(4), "", bson.E{Key: "sid", Value: "hash"}), false},
 		{"no v", session(int32(1), "v"), false},
 		{"no mac", session(int32(1), "mac"), false},
 		{"no maxAge", session(int32(1), "maxAge"), false},
