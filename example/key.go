@@ -69,7 +69,7 @@ func readKeyFile(path string) ([]byte, error) {
 	}
 	key, err := hex.DecodeString(string(bytes.TrimSpace(data)))
 	if err != nil {
-		return nil, fmt.Errorf("session key file %s: not hexadecimal (%w); delete it to have a new key made (sessions signed with the old one end)", path, err)
+		return nil, fmt.Errorf("session key file %s: not hexadecimal (an even number of the digits 0-9 and a-f); delete it to have a new key made (sessions signed with the old one end)", path) // err would quote the key
 	}
 	if len(key) < minKeyBytes {
 		return nil, fmt.Errorf("session key file %s: %d bytes, want at least %d; delete it to have a new key made (sessions signed with the old one end)",

@@ -207,7 +207,7 @@ func parseSessionKey(s string) ([]byte, error) {
 	}
 	key, err := hex.DecodeString(s)
 	if err != nil {
-		return nil, fmt.Errorf("not hexadecimal: %w", err)
+		return nil, errors.New("not hexadecimal (it must hold an even number of the digits 0-9 and a-f)") // err would quote the key
 	}
 	if len(key) < minKeyBytes {
 		return nil, fmt.Errorf("%d bytes, want at least %d (%d hex digits); make one with: openssl rand -hex 32",

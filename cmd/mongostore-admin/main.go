@@ -293,7 +293,7 @@ func hexKey(name, s string, sizes ...int) ([]byte, error) {
 	key, err := hex.DecodeString(strings.TrimSpace(s))
 	switch {
 	case err != nil:
-		return nil, usagef("%s: not hexadecimal: %v", name, err)
+		return nil, usagef("%s: not hexadecimal (it must hold an even number of the digits 0-9 and a-f)", name) // err would quote the key
 	case len(sizes) == 1 && len(key) < sizes[0]:
 		return nil, usagef("%s: %d bytes, want at least %d (%d hex digits)", name, len(key), sizes[0], 2*sizes[0])
 	case len(sizes) > 1 && len(key) > 0 && !slices.Contains(sizes, len(key)):

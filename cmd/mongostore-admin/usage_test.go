@@ -44,6 +44,8 @@ func TestUsage(t *testing.T) {
 		{"sessions without SESSION_KEY", nil, []string{"sessions", "-owner", "alice"}, 2, nil, []string{"SESSION_KEY is not set", "session.key"}},
 		{"end without SESSION_KEY", nil, []string{"end", "-owner", "alice"}, 2, nil, []string{"SESSION_KEY is not set"}},
 		{"SESSION_KEY not hex", map[string]string{"SESSION_KEY": "not-hex"}, []string{"sessions", "-owner", "alice"}, 2, nil, []string{"SESSION_KEY: not hexadecimal"}},
+		{"SESSION_KEY's character not quoted", map[string]string{"SESSION_KEY": strings.Repeat("ab", 31) + "zq"}, []string{"sessions", "-owner", "alice"}, 2,
+			nil, []string{"SESSION_KEY: not hexadecimal"}},
 		{"SESSION_KEY short", map[string]string{"SESSION_KEY": strings.Repeat("ab", 16)}, []string{"end", "-owner", "alice"}, 2, nil, []string{"SESSION_KEY: 16 bytes, want at least 32 (64 hex digits)"}},
 		{"SESSION_BLOCK_KEY bad size", map[string]string{"SESSION_KEY": testKey, "SESSION_BLOCK_KEY": strings.Repeat("ab", 10)}, []string{"sessions", "-owner", "alice"}, 2, nil, []string{"SESSION_BLOCK_KEY: 10 bytes, want 16, 24 or 32"}},
 		{"second SESSION_KEY short", map[string]string{"SESSION_KEY": testKey + ",abcd"}, []string{"sessions", "-owner", "alice"}, 2, nil, []string{"SESSION_KEY (key 2): 2 bytes"}},
@@ -56,6 +58,9 @@ func TestUsage(t *testing.T) {
 			}
 			mustContain(t, "stdout", r.stdout, tt.stdout...)
 			mustContain(t, "stderr", r.stderr, tt.stderr...)
+			if strings.Contains(r.stderr, "invalid byte") || strings.Contains(r.stderr, "'z'") {
+				t.Errorf("the output quotes part of SESSION_KEY: %s", r.stderr)
+			}
 			if tt.code == 0 && r.stderr != "" {
 				t.Errorf("help wrote to stderr: %s", r.stderr)
 			}
