@@ -1,13 +1,5 @@
 package mongostore
 
-import (
-	"context"
-	"fmt"
-	"log/slog"
-
-	"github.com/gorilla/sessions"
-)
-
 // Event is one transition of a session's life, given to Config.OnEvent.
 // It never holds the session ID, the cookie or the values.
 type Event struct {
@@ -44,46 +36,3 @@ const (
 	EndEverywhere EndReason = "signed_out_everywhere" // Store.EndOtherSessions
 	EndLimit      EndReason = "limit"                 // Config.MaxSessionsPerOwner
 )
-
-// emit gives the subscriber, if any, the event kind (for a reason) of the
-// session st describes, inside the caller's operation. A subscriber that
-// panics is logged and the operation goes on.
-func (s *Store) emit(ctx context.Context, kind EventKind, reason EndReason, st sessionState) {
-	if s.cfg.OnEvent == nil {
-		return
-	}
-	e := Event{Kind: kind, Reason: reason, Handle: handle(st.id), Owner: st.owner, Device: st.device, SessionTimes: st.times()}
-	defer func() {
-		if v := recover(); v != nil {
-			s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: the OnEvent subscriber panicked",
-				slog.String("event", string(e.Kind)), slog.String("panic", fmt.Sprint(v)))
-		}
-	}()
-	s.cfg.OnEvent(ctx, e)
-}
-
-// emitEnd reports the end of the session st describes, which an ending
-// for reason deleted: as an expiry if it had expired by then.
-func (s *Store) emitEnd(ctx context.Context, reason EndReason, st sessionState) {
-	if !s.alive(st.expiresAt, st.createdAt, st.options.MaxAge, s.cfg.Now()) {
-		s.emit(ctx, EventExpired, "", st)
-		return
-	}
-	s.emit(ctx, EventEnded, reason, st)
-}
-
-// expired deletes d, met expired by a load, unless saved since, and
-// reports it if it did: once, whichever request meets it first. Without a
-// subscriber, the TTL index or the GC deletes it.
-func (s *Store) expired(ctx context.Context, d *document, values map[any]any) {
-	if s.cfg.OnEvent == nil {
-		return
-	}
-	deleted, err := s.coll.deleteExpiredOne(ctx, d.id, d.rev, s.cfg.Now())
-	if err != nil {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: deleting an expired session", slog.String("error", err.Error()))
-	}
-	if deleted {
-		s.emit(ctx, EventExpired, "", stateOf(d, nil, values, &sessions.Options{MaxAge: d.maxAge}))
-	}
-}

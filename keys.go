@@ -153,8 +153,8 @@ func newSealer(pairs []keyPair) *sealer {
 	return s
 }
 
-// mac returns d's MAC with the HMAC states of pool, appended to sum.
-func mac(pool *sync.Pool, d *document, sum []byte) []byte {
+// macOf returns d's MAC with the HMAC states of pool, appended to sum.
+func macOf(pool *sync.Pool, d *document, sum []byte) []byte {
 	m := pool.Get().(*macState)
 	m.h.Reset()
 	b := binary.BigEndian.AppendUint64(m.buf[:0], uint64(d.format))
@@ -187,7 +187,7 @@ type macState struct {
 // MAC, its envelope and its owner digest (owner is its owner, if any).
 func (s *sealer) current(d *document, owner string) bool {
 	var buf [sha256.Size]byte
-	if !hmac.Equal(d.mac, mac(s.macs[0], d, buf[:0])) || len(d.data) == 0 || d.format != formatVersion {
+	if !hmac.Equal(d.mac, macOf(s.macs[0], d, buf[:0])) || len(d.data) == 0 || d.format != formatVersion {
 		return false
 	}
 	if owner != "" && d.owner != s.ownerDigest(owner) {
@@ -204,7 +204,7 @@ func (s *sealer) current(d *document, owner string) bool {
 }
 
 // seal sets d's MAC, with the first key.
-func (s *sealer) seal(d *document) { d.mac = mac(s.macs[0], d, nil) }
+func (s *sealer) seal(d *document) { d.mac = macOf(s.macs[0], d, nil) }
 
 // verify reports whether d's MAC checks out with any key.
 func (s *sealer) verify(d *document) bool { return s.keyOf(d) >= 0 }
@@ -213,7 +213,7 @@ func (s *sealer) verify(d *document) bool { return s.keyOf(d) >= 0 }
 func (s *sealer) keyOf(d *document) int {
 	var buf [sha256.Size]byte
 	for i, pool := range s.macs {
-		if hmac.Equal(d.mac, mac(pool, d, buf[:0])) {
+		if hmac.Equal(d.mac, macOf(pool, d, buf[:0])) {
 			return i
 		}
 	}

@@ -2,14 +2,15 @@ package mongostore
 
 import (
 	"context"
+	"fmt"
 	"sync"
 )
 
 // chainLocks lets one transition of a session (a save, a regeneration, an
-// ending) run at a time in this process. Another process's meet the
-// conditional writes of collection.go; this spares a process's own
-// requests that round trip, and makes FerretDB v1's non-atomic commands
-// safe within one process.
+// ending) run at a time in this process: FerretDB v1's commands, which
+// read and then write, are then safe within one process, and on every
+// server an ending meets no write of the same process half done. Other
+// processes' transitions meet the conditional writes of collection.go.
 type chainLocks struct {
 	mu sync.Mutex
 	m  map[string]*chainLock
@@ -46,6 +47,6 @@ func (l *chainLocks) lock(ctx context.Context, chain string) (func(), error) {
 		return func() { <-e.ch; release() }, nil
 	case <-ctx.Done():
 		release()
-		return nil, dbError("wait for a concurrent save", ctx.Err())
+		return nil, fmt.Errorf("%w: wait for a concurrent save: %w", ErrDatabase, ctx.Err())
 	}
 }

@@ -67,9 +67,9 @@ func TestDiffApply(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := maps.Clone(tc.their)
 			store := &Store{cfg: Config{Codec: compactCodec{}}}
-			c, err := store.diff(context.Background(), tc.base, tc.mine)
+			c, err := diff(context.Background(), store.cfg.Codec, tc.base, tc.mine)
 			if err == nil {
-				err = store.apply(context.Background(), &c, got)
+				err = apply(context.Background(), store.cfg.Codec, &c, got)
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -93,12 +93,12 @@ func TestLongListMergeIsLinear(t *testing.T) {
 	base := map[any]any{"l": slices.Clone(theirs[:128])}
 	mine := map[any]any{"l": []any{"new"}}
 	ctx := context.Background()
-	c, err := store.diff(ctx, base, mine)
+	c, err := diff(ctx, store.cfg.Codec, base, mine)
 	if err != nil {
 		t.Fatal(err)
 	}
 	values := map[any]any{"l": slices.Clone(theirs)}
-	if err := store.apply(ctx, &c, values); err != nil {
+	if err := apply(ctx, store.cfg.Codec, &c, values); err != nil {
 		t.Fatal(err)
 	}
 	got := values["l"].([]any)
@@ -107,7 +107,7 @@ func TestLongListMergeIsLinear(t *testing.T) {
 	}
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	if err := store.apply(done, &c, map[any]any{"l": slices.Clone(theirs)}); !errors.Is(err, ErrDatabase) || !errors.Is(err, context.Canceled) {
+	if err := apply(done, store.cfg.Codec, &c, map[any]any{"l": slices.Clone(theirs)}); !errors.Is(err, ErrDatabase) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("a merge past its context: %v, want ErrDatabase wrapping context.Canceled", err)
 	}
 }

@@ -16,20 +16,6 @@ import (
 // encrypted with the others. Each save copies a keyed digest of it into the
 // document's owner field, which an index covers.
 
-// Session values that tie a session to its owner (SetOwner).
-const (
-	ownerKey  = "_mongostore_owner"
-	deviceKey = "_mongostore_device"
-)
-
-// ownerOf returns the owner and device label session values hold.
-func ownerOf(values map[any]any) (owner, device string) {
-	if owner, _ = values[ownerKey].(string); owner != "" {
-		device, _ = values[deviceKey].(string)
-	}
-	return owner, device
-}
-
 // maxDeviceLength is the longest device label SetOwner keeps, in bytes.
 const maxDeviceLength = 200
 

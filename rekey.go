@@ -118,24 +118,31 @@ func (s *Store) rekey(ctx context.Context, raw bson.Raw, dryRun bool, c *RekeyCo
 	}
 	s.sealer.seal(&d)
 	if !dryRun {
-		unlock, err := s.coll.locks.lock(ctx, d.id) // as a save of the session in this process would
-		if err != nil {
-			return err
-		}
-		defer unlock()
-		theirs, err := s.coll.update(ctx, &d, was, s.cfg.Now())
-		if errors.Is(err, ErrSessionGone) || theirs != nil { // ended or saved meanwhile: that save sealed it
-			return nil
-		}
-		if err != nil {
+		if written, err := s.rewrite(ctx, &d, was); !written {
 			return err
 		}
 	}
 	c.Changed++
-	if isEncrypted := d.data[0] == envelopeGCM; isEncrypted != wasEncrypted && isEncrypted {
+	if encrypted := d.data[0] == envelopeGCM; encrypted && !wasEncrypted {
 		c.Encrypted++
-	} else if isEncrypted != wasEncrypted {
+	} else if !encrypted && wasEncrypted {
 		c.Decrypted++
 	}
 	return nil
+}
+
+// rewrite writes d over the version was of its document, as a save of it
+// in this process would, and says whether it did: not if the session ended
+// or was saved meanwhile (that save sealed it).
+func (s *Store) rewrite(ctx context.Context, d *document, was version) (bool, error) {
+	unlock, err := s.coll.locks.lock(ctx, d.id)
+	if err != nil {
+		return false, err
+	}
+	defer unlock()
+	theirs, err := s.coll.update(ctx, d, was, s.cfg.Now())
+	if errors.Is(err, ErrSessionGone) || theirs != nil {
+		return false, nil
+	}
+	return err == nil, err
 }

@@ -106,3 +106,17 @@ func (t *sessionTable) forget(session *sessions.Session) {
 	delete(t.m, weak.Make(session))
 	t.mu.Unlock()
 }
+
+// Session values that tie a session to its owner (SetOwner).
+const (
+	ownerKey  = "_mongostore_owner"
+	deviceKey = "_mongostore_device"
+)
+
+// ownerOf returns the owner and device label session values hold.
+func ownerOf(values map[any]any) (owner, device string) {
+	if owner, _ = values[ownerKey].(string); owner != "" {
+		device, _ = values[deviceKey].(string)
+	}
+	return owner, device
+}

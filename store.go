@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gorilla/sessions"
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // Store is a sessions.Store that keeps sessions in a MongoDB collection.
@@ -159,8 +160,9 @@ type saving struct {
 	now        time.Time
 	ownOptions bool // the request changed the session's options
 	op         operation
-	outcome    outcome // if it succeeds
-	retries    int     // writes after the first, each after another save
+	outcome    outcome  // if it succeeds
+	retries    int      // writes after the first, each after another save
+	mine       *changes // this request's changes, once a conflict needs them (merge.go)
 }
 
 // prepare works out what saving session is: an ending, an insert, a
@@ -217,7 +219,6 @@ func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) e
 		return err
 	}
 	defer unlock()
-	var mine *changes // this request's changes, once a conflict needs them
 	for attempt := 1; ; attempt++ {
 		d := s.document(sv)
 		if !d.expiresAt.After(sv.now) {
@@ -232,11 +233,59 @@ func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) e
 		case attempt == maxSaveAttempts:
 			return fmt.Errorf("%w: %d writes met concurrent saves", ErrConflict, attempt)
 		}
-		if err := s.merge(ctx, sv, theirs, &mine); err != nil {
+		if err := s.merge(ctx, sv, theirs); err != nil {
 			return err
 		}
 		sv.retries = attempt
 	}
+}
+
+// maxSaveAttempts bounds the writes of one save that meets concurrent
+// saves; after that it fails with ErrConflict. Each conflict means another
+// save succeeded, so this many requests of one session can overlap.
+const maxSaveAttempts = 32
+
+// merge makes the session's values this request's changes applied over
+// those of theirs, the document another save wrote (see merge.go), and the
+// data to write, and makes theirs the version sv builds on. Unless this
+// request changed the session's options, the MaxAge of theirs applies. If
+// another request regenerated the session, or tied it to another owner
+// than the session as loaded, the session is gone for this request; if
+// this request changed the owner, its values replace theirs whole.
+func (s *Store) merge(ctx context.Context, sv *saving, theirs bson.Raw) error {
+	od, _, values, err := s.open(theirs)
+	switch {
+	case err != nil:
+		return err
+	case od.sid != sv.st.sid:
+		return fmt.Errorf("%w: another request regenerated the session", ErrSessionGone)
+	}
+	if owner, _ := ownerOf(values); owner != sv.st.owner {
+		return fmt.Errorf("%w: another request tied the session to another owner", ErrSessionGone)
+	}
+	if owner, _ := ownerOf(sv.session.Values); owner == sv.st.owner {
+		if sv.mine == nil {
+			var base map[any]any // nil (unknown) once the state no longer holds them
+			if sv.st.encoded != nil {
+				base, _ = s.cfg.Codec.Decode(sv.st.encoded)
+			}
+			c, err := diff(ctx, s.cfg.Codec, base, sv.session.Values)
+			if err != nil {
+				return err
+			}
+			sv.mine = &c
+		}
+		if err := apply(ctx, s.cfg.Codec, sv.mine, values); err != nil {
+			return err
+		}
+		sv.session.Values = values
+	}
+	if !sv.ownOptions {
+		sv.session.Options.MaxAge = od.maxAge
+	}
+	sv.st.createdAt, sv.st.version = od.createdAt, od.version()
+	sv.data, err = s.encode(sv.session.Values)
+	return err
 }
 
 // updated finishes an update that wrote d: the session's new state and

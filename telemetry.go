@@ -210,14 +210,14 @@ func (s *span) end(err error) {
 	s.span.End()
 }
 
-// saving reports whether the operation writes the session's values.
-func (s *span) saving() bool { return s.op == opSave || s.op == opRegenerate }
+// writes reports whether the operation writes the session's values.
+func (s *span) writes() bool { return s.op == opSave || s.op == opRegenerate }
 
 // measure records the operation's metrics; kind is its error's, or -1.
 func (s *span) measure(err error, out outcome, kind int) {
 	t := s.t
 	t.duration.Record(s.ctx, time.Since(s.start).Seconds(), t.byOutcome[s.op][out]...)
-	if s.saving() && err == nil && s.size >= 0 {
+	if s.writes() && err == nil && s.size >= 0 {
 		t.size.Record(s.ctx, int64(s.size), t.byOutcome[s.op][out]...)
 	}
 	if s.retries > 0 {
@@ -238,7 +238,7 @@ func (s *span) annotate(out outcome, kind int) {
 	if s.size >= 0 {
 		s.span.SetAttributes(attrSize.Int(s.size))
 	}
-	if s.saving() {
+	if s.writes() {
 		s.span.SetAttributes(attrRetries.Int(s.retries))
 	}
 	if s.op == opGCSweep || s.op == opListSessions || s.op == opEndOtherSessions {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mongostore/mongostore/internal/review"
 	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -234,7 +235,7 @@ func predict(collection string, indexes []setup.Index, pr probes) (verdict []str
 			a.Restored = true
 		}
 	}
-	if verdict, fails = describePlan(collection, idx, steps, setup.Decide(idx, a).Outcome); fails == "" && !setup.HasOwnerIndexes(indexes) {
+	if verdict, fails = describePlan(collection, idx, steps, setup.Decide(idx, a).Outcome); fails == "" && !review.HasOwnerIndexes(indexes) {
 		verdict = append(verdict, "NewStore creates "+setup.OwnerIndexName+" (partial) for the users' session lists")
 	}
 	return verdict, fails

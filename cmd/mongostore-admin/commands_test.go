@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mongostore/mongostore"
+	"github.com/mongostore/mongostore/internal/review"
 	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -68,7 +69,7 @@ func TestStats(t *testing.T) {
 	if rep.OldestExpired == nil || rep.LagSeconds < 23*3600 || rep.LagSeconds > 25*3600 {
 		t.Errorf("oldest expired %v, %v seconds ago; want a day ago", rep.OldestExpired, rep.LagSeconds)
 	}
-	if rep.Indexes.Mode != setup.ModeGC || len(rep.Indexes.Problems) != 0 {
+	if rep.Indexes.Mode != review.ModeGC || len(rep.Indexes.Problems) != 0 {
 		t.Errorf("mode %q, problems %q; want GC, none", rep.Indexes.Mode, rep.Indexes.Problems)
 	}
 	if rep.Sizes == nil || rep.Sizes.Count != 3 || rep.Sizes.P50 < 100 || rep.Sizes.Max < rep.Sizes.P50 {
@@ -511,7 +512,7 @@ func TestCheckPredictsNewStore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			mode := setup.ReviewIndexes(indexes, info.Kind).Mode
+			mode := review.ReviewIndexes(indexes, info.Kind).Mode
 			if !strings.HasPrefix(predicted, mode+":") {
 				t.Errorf("NewStore left the indexes of mode %s, %v; check predicted %q", mode, indexes, predicted)
 			}

@@ -14,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/mongostore/mongostore"
+	"github.com/mongostore/mongostore/internal/review"
 	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -209,7 +210,7 @@ func (a *app) sessionSample(ctx context.Context, c *conn) ([]bson.Raw, error) {
 func (a *app) sessionsOf(c *conn, docs []bson.Raw, err error) ([]bson.Raw, error) {
 	var sessions []bson.Raw
 	for _, doc := range docs {
-		if setup.IsSessionDocument(doc) {
+		if review.IsSessionDocument(doc) {
 			sessions = append(sessions, doc)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/mongostore/mongostore"
+	"github.com/mongostore/mongostore/internal/review"
 	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -57,7 +58,7 @@ type statsReport struct {
 	// The expiresAt of the oldest expired document, and how long ago it was.
 	OldestExpired *time.Time              `json:"oldestExpired,omitempty"`
 	LagSeconds    float64                 `json:"lagSeconds"`
-	Indexes       setup.Review            `json:"indexes"`
+	Indexes       review.Review           `json:"indexes"`
 	Sizes         *sizeReport             `json:"sizes,omitempty"`
 	Keys          *mongostore.RekeyCounts `json:"keys,omitempty"` // with SESSION_KEY: the live sessions each key pair verifies
 }
@@ -87,7 +88,7 @@ func (a *app) stats(ctx context.Context, c *conn, sample int, exact, asJSON bool
 		return err
 	}
 	now := time.Now().Truncate(time.Millisecond)
-	r := statsReport{Collection: c.name(), Server: info, Time: now.UTC(), Exact: exact, Indexes: setup.ReviewIndexes(indexes, info.Kind)}
+	r := statsReport{Collection: c.name(), Server: info, Time: now.UTC(), Exact: exact, Indexes: review.ReviewIndexes(indexes, info.Kind)}
 	if err := a.count(ctx, c.coll, &r, now); err != nil {
 		return err
 	}
@@ -279,13 +280,13 @@ func (r *statsReport) print(w io.Writer, server string) {
 // lagVerdict says what the oldest expired session's age means in the indexes' expiry mode.
 func (r *statsReport) lagVerdict() string {
 	switch late := r.LagSeconds > 3*60; {
-	case r.Indexes.Mode == setup.ModeTTL && late:
+	case r.Indexes.Mode == review.ModeTTL && late:
 		return "the TTL monitor runs about once a minute: its deletes are behind (a busy server, or TTL disabled: ttlMonitorEnabled)"
-	case r.Indexes.Mode == setup.ModeTTL:
+	case r.Indexes.Mode == review.ModeTTL:
 		return "the TTL monitor runs about once a minute: it is keeping up"
-	case r.Indexes.Mode == setup.ModeGC && late:
+	case r.Indexes.Mode == review.ModeGC && late:
 		return "no GC sweep has deleted them: is a store running in GC mode (or a DeleteExpired job)? Sweeps run every GCInterval, 1 minute by default"
-	case r.Indexes.Mode == setup.ModeGC:
+	case r.Indexes.Mode == review.ModeGC:
 		return "the GC sweeps (every GCInterval, 1 minute by default) are keeping up"
 	}
 	return "nothing deletes them but a DeleteExpired job, and without an index on expiresAt each of its runs scans the collection"
@@ -338,11 +339,11 @@ func listIndexes(ctx context.Context, coll *mongo.Collection) ([]setup.Index, er
 }
 
 // printIndexes writes what r says of the mode and the indexes.
-func printIndexes(p report, r setup.Review) {
+func printIndexes(p report, r review.Review) {
 	p.line("expiry", "%s", map[string]string{
-		setup.ModeTTL:  "TTL (a TTL index on expiresAt)",
-		setup.ModeGC:   "GC (a plain index on expiresAt: the store's GC goroutine or a DeleteExpired job deletes expired sessions)",
-		setup.ModeNone: "none (no index on expiresAt)",
+		review.ModeTTL:  "TTL (a TTL index on expiresAt)",
+		review.ModeGC:   "GC (a plain index on expiresAt: the store's GC goroutine or a DeleteExpired job deletes expired sessions)",
+		review.ModeNone: "none (no index on expiresAt)",
 	}[r.Mode])
 	for _, n := range r.Notes {
 		p.more("%s", n)

@@ -106,36 +106,3 @@ func FindExpiresAt(indexes []Index) *Index {
 	}
 	return found
 }
-
-// HasOwnerIndexes reports whether indexes hold the owner index, which the
-// store finds by its name.
-func HasOwnerIndexes(indexes []Index) bool {
-	return slices.ContainsFunc(indexes, func(idx Index) bool { return idx.Name == OwnerIndexName })
-}
-
-// sessionFields are the fields of a session document and their types (0:
-// an integer), as the store reads them (collection.go parseDocument):
-// formats 1, 2 (which adds lineage) and 3 (which adds sid) have them all,
-// and v.
-var sessionFields = map[string]bson.Type{"rev": 0, "data": bson.TypeBinary, "mac": bson.TypeBinary, "createdAt": bson.TypeDateTime,
-	"updatedAt": bson.TypeDateTime, FieldExpiresAt: bson.TypeDateTime, "maxAge": 0}
-
-// IsSessionDocument reports whether doc has the shape of a session
-// document, whatever the keys that wrote it: v 1, 2 or 3 (with sid), and sessionFields;
-// it may have others. It tells the store's collection from another.
-func IsSessionDocument(doc bson.Raw) bool {
-	v, ok := doc.Lookup("v").AsInt64OK()
-	if !ok || v < 1 || v > 3 {
-		return false
-	}
-	if _, ok := doc.Lookup("sid").StringValueOK(); v == 3 && !ok {
-		return false
-	}
-	for name, typ := range sessionFields {
-		v := doc.Lookup(name)
-		if _, isInt := v.AsInt64OK(); (typ == 0 && !isInt) || (typ != 0 && v.Type != typ) {
-			return false
-		}
-	}
-	return true
-}

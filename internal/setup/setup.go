@@ -1,14 +1,13 @@
 // Package setup holds what the store expects of a sessions collection and
 // the decisions NewStore takes when it prepares one, as pure functions of
 // what the server says: which answers mean "not supported", whether the
-// server is FerretDB v1, which index on expiresAt is the store's, what to
-// do about it (Decide), how the indexes compare with what the store
-// expects (ReviewIndexes), and what a session document looks like.
+// server is FerretDB v1, which index on expiresAt is the store's, and what
+// to do about it (Decide).
 //
 // The store sends the commands (collection.go) and follows Decide
 // (setup.go); mongostore-admin feeds Decide the answers of its trials on a
 // scratch collection to say what NewStore will do, and reviews collections
-// with the rest. Neither has a copy of these rules.
+// with package review. Neither has a copy of these rules.
 package setup
 
 import (

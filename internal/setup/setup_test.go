@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -105,26 +103,23 @@ func TestFindExpiresAt(t *testing.T) {
 	ttl := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "t", "expireAfterSeconds": 0}`)
 	compound := mustIndex(t, `{"key": {"expiresAt": 1, "owner": 1}, "name": "c"}`)
 	owner := mustIndex(t, `{"key": {"owner": 1}, "name": "owner_present"}`)
-	lineage := mustIndex(t, `{"key": {"lineage": 1}, "name": "lineage_present"}`)
 	for _, tc := range []struct {
 		name    string
 		indexes []Index
 		want    string // "" for none
-		owner   bool
 	}{
-		{"none", []Index{compound}, "", false},
-		{"plain", []Index{plain, owner, lineage}, "expiresAt_1", true},
-		{"without lineage", []Index{plain, owner}, "expiresAt_1", true},
-		{"the TTL one first", []Index{desc, ttl, plain}, "t", false},
-		{"the first without TTL", []Index{desc, plain}, "e", false},
+		{"none", []Index{compound}, ""},
+		{"plain", []Index{plain, owner}, "expiresAt_1"},
+		{"the TTL one first", []Index{desc, ttl, plain}, "t"},
+		{"the first without TTL", []Index{desc, plain}, "e"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, owner := "", HasOwnerIndexes(tc.indexes)
+			got := ""
 			if idx := FindExpiresAt(tc.indexes); idx != nil {
 				got = idx.Name
 			}
-			if got != tc.want || owner != tc.owner {
-				t.Errorf("FindExpiresAt = %q, HasOwnerIndexes = %v; want %q, %v", got, owner, tc.want, tc.owner)
+			if got != tc.want {
+				t.Errorf("FindExpiresAt = %q, want %q", got, tc.want)
 			}
 		})
 	}
@@ -238,52 +233,4 @@ func TestConflictReason(t *testing.T) {
 			}
 		}
 	}
-}
-
-func TestIsSessionDocument(t *testing.T) {
-	now := bson.NewDateTimeFromTime(time.Now())
-	bin := bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: []byte{1}}
-	session := func(v any, drop string, extra ...bson.E) bson.Raw {
-		d := bson.D{{Key: "_id", Value: "x"}, {Key: "v", Value: v}, {Key: "rev", Value: int64(1)}, {Key: "data", Value: bin},
-			{Key: "mac", Value: bin}, {Key: "createdAt", Value: now}, {Key: "updatedAt", Value: now}, {Key: "expiresAt", Value: now},
-			{Key: "maxAge", Value: int64(86400)}}
-		d = slices.DeleteFunc(append(d, extra...), func(e bson.E) bool { return e.Key == drop })
-		raw, err := bson.Marshal(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return raw
-	}
-	for _, tc := range []struct {
-		name string
-		doc  bson.Raw
-		want bool
-	}{
-		{"format 1", session(int32(1), ""), true},
-		{"format 1, owned", session(int32(1), "", bson.E{Key: "owner", Value: "digest"}), true},
-		{"format 2, with lineage", session(int64(2), "", bson.E{Key: "lineage", Value: bson.A{"a"}}), true},
-		{"format 3", session(int32(3), "", bson.E{Key: "sid", Value: "hash"}), true},
-		{"format 3 without sid", session(int32(3), ""), false},
-		{"format 4", session(int32(4), "", bson.E{Key: "sid", Value: "hash"}), false},
-		{"no v", session(int32(1), "v"), false},
-		{"no mac", session(int32(1), "mac"), false},
-		{"no maxAge", session(int32(1), "maxAge"), false},
-		{"expiresAt a string", session(int32(1), "expiresAt", bson.E{Key: "expiresAt", Value: "tomorrow"}), false},
-		{"a user", mustMarshal(t, bson.D{{Key: "name", Value: "ada"}, {Key: "v", Value: 1}, {Key: "expiresAt", Value: now}}), false},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := IsSessionDocument(tc.doc); got != tc.want {
-				t.Errorf("IsSessionDocument(%s) = %v, want %v", tc.doc, got, tc.want)
-			}
-		})
-	}
-}
-
-func mustMarshal(t *testing.T, d bson.D) bson.Raw {
-	t.Helper()
-	raw, err := bson.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return raw
 }
