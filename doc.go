@@ -10,18 +10,24 @@
 //	defer store.Close()
 //	handler := store.Middleware("session", nil)(mux)
 //
-// Store.Get loads a session with one find by _id, its MAC and expiry
-// checked; a missing, expired or tampered cookie gives a new session, whose
-// ID is never adopted. Session.Save updates the document and never inserts
-// it again, so a session ended meanwhile stays ended (ErrSessionGone).
-// RegenerateID moves a session to a new ID at login; Restart starts afresh.
-// The middleware loads and saves for a handler, just before the response
-// headers go out, and only what changed or is due to slide its expiry.
+// A session is one document per sign-in. Its _id, the chain ID, is 256
+// random bits made at insert; the cookie holds the token
+// "<chainID>.<secret>", signed (and with a block key, encrypted) as with
+// sessions.NewCookieStore, and the document keeps only the SHA-256 of the
+// 256-bit secret, so a chain ID alone loads nothing. A MAC derived from the
+// hash key covers the values and the fields the store trusts, and a block
+// key encrypts the values.
 //
-// The cookie holds a random 256-bit ID, signed (and with a block key,
-// encrypted) as with sessions.NewCookieStore. The document's _id is the
-// ID's SHA-256; a MAC derived from the hash key covers the values and the
-// times the store trusts, and a block key encrypts the values.
+// Store.Get loads a session with one find by _id, its secret, MAC and
+// expiry checked; a missing, expired or tampered cookie gives a new
+// session, whose token is never adopted. Session.Save inserts a new
+// session under a fresh chain ID, and updates a stored one with one
+// conditional update, never an insert, so a session ended meanwhile stays
+// ended (ErrSessionGone). RegenerateID gives a session a new secret at
+// login with that same update; Restart starts afresh. Every ending is one
+// delete of one document, and no document is ever inserted again. The
+// middleware loads and saves for a handler, just before the response
+// headers go out, and only what changed or is due to slide its expiry.
 //
 // A session lives unused for its Options.MaxAge, at most
 // Config.AbsoluteTimeout from its creation. A TTL index deletes its document
