@@ -176,13 +176,7 @@ func storeOwned(t *testing.T, f *storeFixture, n int, owner string) {
 	for start := 0; start < n; start += 1000 {
 		var docs []any
 		for range min(1000, n-start) {
-			values := map[any]any{ownerKey: owner}
-			data, err := f.store.cfg.Codec.Encode(values)
-			if err != nil {
-				t.Fatal(err)
-			}
-			sv := &saving{session: &sessions.Session{Values: values, Options: f.store.newOptions()}, token: newToken(""), data: data, now: now}
-			d := f.store.document(sv)
+			d := f.store.document(newSaving(t, f.store, map[any]any{ownerKey: owner}, now))
 			docs = append(docs, d.raw())
 		}
 		if _, err := f.coll.InsertMany(context.Background(), docs); err != nil {

@@ -304,17 +304,46 @@ func (d *compactDecoder) fixed(n int) []byte {
 
 // integer reads an integer of the type its tag names.
 func (d *compactDecoder) integer(tag byte) any {
-	zeros := [...]any{int(0), int8(0), int16(0), int32(0), int64(0), uint(0), uint8(0), uint16(0), uint32(0), uint64(0)}
-	v := reflect.New(reflect.TypeOf(zeros[tag-tagInt])).Elem()
 	x := d.varint(tag >= tagUint)
-	if tag < tagUint && !v.OverflowInt(int64(x)) {
-		v.SetInt(int64(x))
-	} else if tag >= tagUint && !v.OverflowUint(x) {
-		v.SetUint(x)
-	} else {
-		d.fail("integer out of range")
+	switch tag {
+	case tagInt:
+		return signed[int](d, int64(x))
+	case tagInt + 1:
+		return signed[int8](d, int64(x))
+	case tagInt + 2:
+		return signed[int16](d, int64(x))
+	case tagInt + 3:
+		return signed[int32](d, int64(x))
+	case tagInt + 4:
+		return int64(x)
+	case tagUint:
+		return unsigned[uint](d, x)
+	case tagUint + 1:
+		return unsigned[uint8](d, x)
+	case tagUint + 2:
+		return unsigned[uint16](d, x)
+	case tagUint + 3:
+		return unsigned[uint32](d, x)
 	}
-	return v.Interface()
+	return x
+}
+
+// signed returns x as a T, which must hold it.
+func signed[T int | int8 | int16 | int32](d *compactDecoder, x int64) any {
+	if v := T(x); int64(v) == x {
+		return v
+	}
+	d.fail("integer out of range")
+	return T(0)
+}
+
+// unsigned returns x as a T, which must hold it.
+func unsigned[T uint | uint8 | uint16 | uint32](d *compactDecoder, x uint64) any {
+	if v := T(x); uint64(v) == x {
+		return v
+	}
+	d.fail("integer out of range")
+	return T(0)
 }
 
 func (d *compactDecoder) value(depth int) any {

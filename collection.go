@@ -45,6 +45,8 @@ const (
 	fieldMaxAge    = "maxAge"    // the session's own Options.MaxAge, in seconds
 	fieldLineage   = "lineage"   // format 2: the _id its chain began at; removed by the next save
 	fieldOwner     = "owner"     // a keyed digest of the owner (SetOwner); absent without one
+	fieldLock      = "lock"      // the holder of the session's lock (exclusive.go); absent when free
+	fieldLockUntil = "lockUntil" // when a lock its holder never released lapses
 )
 
 // Index names, and the TTL index's expireAfterSeconds. The owner index is
@@ -350,6 +352,34 @@ func (c collection) remove(ctx context.Context, id string) (bson.Raw, error) {
 		}
 	}
 	return nil, dbError("delete session", errors.New("the session kept being written while it was deleted"))
+}
+
+// acquire takes the lock of the document id, live at now and not locked,
+// for holder until until, and returns the document; nil if another holds
+// it, or it is gone. FerretDB v1's findAndModify reads, then writes: one
+// runs at a time in this process.
+func (c collection) acquire(ctx context.Context, id, holder string, now, until time.Time) (bson.Raw, error) {
+	unlock, err := c.locks.lock(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	free := bson.A{bson.D{{Key: fieldLockUntil, Value: bson.D{{Key: "$exists", Value: false}}}},
+		bson.D{{Key: fieldLockUntil, Value: bson.D{{Key: "$lte", Value: bson.NewDateTimeFromTime(now)}}}}}
+	filter := bson.D{{Key: fieldID, Value: id}, {Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(now)}}},
+		{Key: "$or", Value: free}}
+	update := bson.D{{Key: "$set", Value: bson.D{{Key: fieldLock, Value: holder}, {Key: fieldLockUntil, Value: bson.NewDateTimeFromTime(until)}}}}
+	raw, err := c.c.FindOneAndUpdate(ctx, filter, update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Raw()
+	return oneOrNone("lock session", raw, err)
+}
+
+// release releases holder's lock of the document id, if it still holds it.
+func (c collection) release(ctx context.Context, id, holder string) error {
+	filter := bson.D{{Key: fieldID, Value: id}, {Key: fieldLock, Value: holder}}
+	if _, err := c.c.UpdateOne(ctx, filter, bson.D{{Key: "$unset", Value: bson.D{{Key: fieldLock, Value: ""}, {Key: fieldLockUntil, Value: ""}}}}); err != nil {
+		return dbError("unlock session", err)
+	}
+	return nil
 }
 
 // deleteMany deletes what filter matches and returns how many it deleted.

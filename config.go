@@ -41,6 +41,17 @@ type Config struct {
 	// NewStore's set-up). Default 5 seconds.
 	Timeout time.Duration
 
+	// LockWait bounds how long a request waits for its session's lock
+	// (Exclusive, Lock) before ErrLocked. Default 15 seconds; at least a
+	// millisecond.
+	LockWait time.Duration
+
+	// LockLease is how long a session's lock outlives a holder that never
+	// released it (its process died): another request may take it then,
+	// so a section must end within it. Default 10 seconds; at least a
+	// second.
+	LockLease time.Duration
+
 	// MaxSize is the largest encoded size of a session's values, in bytes;
 	// Save refuses more with ErrEncode. Default 1 MiB; at most 15 MiB.
 	MaxSize int
@@ -114,6 +125,8 @@ const (
 	defaultAbsoluteTimeout = 7 * 24 * time.Hour
 	maxTouchInterval       = time.Minute
 	defaultTimeout         = 5 * time.Second
+	defaultLockWait        = 15 * time.Second
+	defaultLockLease       = 10 * time.Second
 	defaultMaxSize         = 1 << 20
 	maxMaxSize             = 15 << 20 // leaves room for the rest of a 16 MiB document
 )
@@ -124,6 +137,8 @@ func (c Config) withDefaults() (Config, error) {
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, defaultIdleTimeout)
 	c.Timeout = cmp.Or(c.Timeout, defaultTimeout)
 	c.MaxSize = cmp.Or(c.MaxSize, defaultMaxSize)
+	c.LockWait = cmp.Or(c.LockWait, defaultLockWait)
+	c.LockLease = cmp.Or(c.LockLease, defaultLockLease)
 	bad := func(format string, args ...any) (Config, error) {
 		return c, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
 	}
@@ -138,6 +153,10 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("AbsoluteTimeout %v is shorter than a second", c.AbsoluteTimeout)
 	case c.Timeout < 0:
 		return bad("Timeout %v is negative", c.Timeout)
+	case c.LockWait < time.Millisecond:
+		return bad("LockWait %v is shorter than a millisecond", c.LockWait)
+	case c.LockLease < time.Second:
+		return bad("LockLease %v is shorter than a second", c.LockLease)
 	case c.MaxSize < 0 || c.MaxSize > maxMaxSize:
 		return bad("MaxSize %d is not between 1 and %d", c.MaxSize, maxMaxSize)
 	}

@@ -206,7 +206,7 @@ func FuzzDecodeCookie(f *testing.F) {
 		}
 		return v
 	}
-	id := newToken("")
+	id := freshToken()
 	encrypted := encode(testSessionName, []byte(id), store.cookies[0])
 	signed := encode(testSessionName, []byte(id), store.cookies[1])
 	for i, v := range []string{encrypted, signed} {

@@ -51,10 +51,9 @@ func (s *Store) document(sv *saving) document {
 	if sv.st.id == "" {
 		createdAt = sv.now
 	}
-	chain, sid, _ := parseToken(sv.token)
-	d := document{id: chain, format: formatVersion, sid: sid, rev: sv.st.rev + 1, createdAt: createdAt.Truncate(time.Millisecond),
+	d := document{id: sv.chain, format: formatVersion, sid: sv.sid, rev: sv.st.rev + 1, createdAt: createdAt.Truncate(time.Millisecond),
 		updatedAt: sv.now.Truncate(time.Millisecond), expiresAt: s.expiresAt(maxAge, createdAt, sv.now), maxAge: maxAge,
-		data: s.sealer.wrap(chain, sv.data)}
+		data: s.sealer.wrap(sv.chain, sv.data)}
 	if owner, _ := ownerOf(sv.session.Values); owner != "" {
 		d.owner = s.sealer.ownerDigest(owner)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/gorilla/sessions"
 )
@@ -18,7 +19,11 @@ func (s *Store) emit(ctx context.Context, kind EventKind, reason EndReason, st s
 	if s.cfg.OnEvent == nil {
 		return
 	}
-	e := Event{Kind: kind, Reason: reason, Handle: handle(st.id), Owner: st.owner, Device: st.device, SessionTimes: st.times()}
+	s.emitEvent(ctx, Event{Kind: kind, Reason: reason, Handle: handle(st.id), Owner: st.owner, Device: st.device, SessionTimes: st.times()})
+}
+
+// emitEvent gives the subscriber e; a panic in it is logged.
+func (s *Store) emitEvent(ctx context.Context, e Event) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: the OnEvent subscriber panicked",
@@ -26,6 +31,16 @@ func (s *Store) emit(ctx context.Context, kind EventKind, reason EndReason, st s
 		}
 	}()
 	s.cfg.OnEvent(ctx, e)
+}
+
+// emitWait reports that a request took the lock of the session st
+// describes, after waiting for it that long.
+func (s *Store) emitWait(ctx context.Context, st sessionState, waited time.Duration) {
+	if s.cfg.OnEvent == nil {
+		return
+	}
+	s.emitEvent(ctx, Event{Kind: EventLocked, Handle: handle(st.id), Owner: st.owner, Device: st.device, Waited: waited,
+		SessionTimes: st.times()})
 }
 
 // emitEnd reports the end of the session st describes, which an ending

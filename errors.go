@@ -44,6 +44,12 @@ var (
 	// ErrDatabase wraps failures of database commands, timeouts included.
 	ErrDatabase = errors.New("mongostore: database error")
 
+	// ErrLocked is returned when a request could not take its session's
+	// lock (Exclusive, Lock) within Config.LockWait: another request of the
+	// session held it all along. The middleware's default answer is 503,
+	// with Retry-After.
+	ErrLocked = errors.New("mongostore: the session is locked by another request")
+
 	// ErrLimit is returned by Save when the session was saved and tied to
 	// its owner, but the owner's sessions beyond
 	// Config.MaxSessionsPerOwner could not all be ended (the error beneath

@@ -1,5 +1,7 @@
 package mongostore
 
+import "time"
+
 // Event is one transition of a session's life, given to Config.OnEvent.
 // It never holds the session ID, the cookie or the values.
 type Event struct {
@@ -11,6 +13,8 @@ type Event struct {
 	Handle string
 	// Owner and Device are as given to SetOwner; "" for none.
 	Owner, Device string
+	// Waited is how long an EventLocked request waited for the lock.
+	Waited time.Duration
 	SessionTimes
 }
 
@@ -23,6 +27,7 @@ const (
 	EventRegenerated EventKind = "regenerated" // given a new secret by RegenerateID
 	EventEnded       EventKind = "ended"       // ended on purpose: see Event.Reason
 	EventExpired     EventKind = "expired"     // met expired by a load, or deleted by a GC sweep
+	EventLocked      EventKind = "locked"      // a request took the session's lock (Exclusive, Lock)
 )
 
 // EndReason says why a session ended.

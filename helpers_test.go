@@ -435,7 +435,7 @@ func strictSessionHandler(t testing.TB, store *Store, fn func(w http.ResponseWri
 // of the store.
 func signedCookie(t testing.TB, s *Store) string {
 	t.Helper()
-	v, err := s.cookies.encode(testSessionName, newToken(""))
+	v, err := s.cookies.encode(testSessionName, freshToken())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -498,9 +498,9 @@ func unusableCookies(tb testing.TB, s *Store, valid string) []unusableCookie {
 		{"empty", ""},
 		{"garbage", "%%%not base64%%%"},
 		{"huge", strings.Repeat("A", 5000)},
-		{"foreign key", encode(testSessionName, []byte(newToken("")), foreign)},
+		{"foreign key", encode(testSessionName, []byte(freshToken()), foreign)},
 		{"malformed ID", encode(testSessionName, []byte("not-a-session-id"), s.cookies...)},
-		{"signed for another name", encode("other", []byte(newToken("")), s.cookies...)},
+		{"signed for another name", encode("other", []byte(freshToken()), s.cookies...)},
 	}
 }
 
@@ -549,6 +549,25 @@ func isWrite(name string) bool {
 // docID returns the _id of the document of the session whose token
 // (session.ID) is token: its chain ID.
 func docID(token string) string {
-	chain, _, _ := parseToken(token)
+	chain, _, _ := splitToken(token)
 	return chain
+}
+
+// freshToken returns a new token of a new chain.
+func freshToken() string {
+	token, _ := newToken("")
+	return token
+}
+
+// newSaving returns the save of a new session holding values, as Save
+// prepares it at now, for tests that store documents directly.
+func newSaving(tb testing.TB, store *Store, values map[any]any, now time.Time) *saving {
+	data, err := store.cfg.Codec.Encode(values)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	sv := &saving{session: &sessions.Session{Values: values, Options: store.newOptions()}, data: data, now: now}
+	sv.token, sv.sid = newToken("")
+	sv.chain = docID(sv.token)
+	return sv
 }

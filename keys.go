@@ -8,6 +8,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
@@ -36,29 +37,51 @@ func randomBytes(n int) []byte {
 	return b
 }
 
-// newToken returns a token of chain with a fresh secret; "" makes a fresh chain.
-func newToken(chain string) string {
+// newToken returns a token of chain (a fresh chain for "") with a fresh
+// secret, and the secret's hash.
+func newToken(chain string) (token, sid string) {
 	if chain == "" {
 		chain = hex.EncodeToString(randomBytes(idBytes))
 	}
-	return chain + "." + secretEncoding.EncodeToString(randomBytes(idBytes))
+	secret := secretEncoding.EncodeToString(randomBytes(idBytes))
+	return chain + "." + secret, hashHex(secret)
 }
 
-// parseToken returns the chain ID of token and the hash of its secret,
-// and whether token has the form newToken (or formats 1 and 2) gives.
-func parseToken(token string) (chain, sid string, ok bool) {
+// newHolderID returns a fresh ID for the holder of a session's lock.
+func newHolderID() string { return hex.EncodeToString(randomBytes(16)) }
+
+// splitToken returns the chain ID and the secret of token, and whether
+// token has the form newToken (or formats 1 and 2) gives.
+func splitToken(token string) (chain, secret string, ok bool) {
 	chain, secret, found := strings.Cut(token, ".")
 	if !found {
-		chain, secret = hashHex(token), token
+		if !validSecret(token) {
+			return "", "", false
+		}
+		return hashHex(token), token, true
 	}
-	b, err := secretEncoding.DecodeString(secret)
-	return chain, hashHex(secret), err == nil && len(b) == idBytes && validChainID(chain)
+	return chain, secret, validChainID(chain) && validSecret(secret)
 }
 
 // validToken reports whether token has the form of a token.
 func validToken(token string) bool {
-	_, _, ok := parseToken(token)
+	_, _, ok := splitToken(token)
 	return ok
+}
+
+// validSecret reports whether secret has the form of idBytes in base64url.
+func validSecret(secret string) bool {
+	return len(secret) == secretEncoding.EncodedLen(idBytes) && strings.IndexFunc(secret, func(r rune) bool {
+		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '-' && r != '_'
+	}) < 0
+}
+
+// sidMatches reports, in constant time, whether sid is the hash of secret.
+func sidMatches(sid, secret string) bool {
+	var want [2 * sha256.Size]byte
+	sum := sha256.Sum256([]byte(secret))
+	hex.Encode(want[:], sum[:])
+	return subtle.ConstantTimeCompare(want[:], []byte(sid)) == 1
 }
 
 // validChainID reports whether chain is 64 lowercase hex digits.

@@ -22,18 +22,29 @@ import (
 // but a new session then gets no cookie. An unchanged session is rewritten
 // once per Config.TouchInterval, to slide its expiry. If a load or save
 // fails, onError answers instead of the handler, err wrapping ErrDatabase,
-// ErrSessionGone, ErrConflict, ErrEncode or ErrInvalidConfig; nil logs and
-// answers 409 for ErrSessionGone and ErrConflict, else 500. Responses vary
+// ErrSessionGone, ErrConflict, ErrLocked, ErrEncode or ErrInvalidConfig;
+// nil logs and answers 409 for ErrSessionGone and ErrConflict, 503 for
+// ErrLocked, else 500. Responses vary
 // by Cookie; one that sets it is kept out of shared caches. A save that
 // could not apply Config.MaxSessionsPerOwner (ErrLimit) is logged: the
-// session is saved. A name browsers would not send back, or a nil handler,
-// panics.
-func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *http.Request, err error)) func(http.Handler) http.Handler {
+// session is saved. With Exclusive, the requests of one session run one at
+// a time (exclusive.go); onError gets ErrLocked for one that waited too
+// long (nil answers 503). A name browsers would not send back, or a nil
+// handler, panics.
+func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *http.Request, err error), opts ...MiddlewareOption) func(http.Handler) http.Handler {
 	if err := checkCookieName(name); err != nil {
 		panic(err.Error()) // as http.ServeMux does for a bad pattern: a mistake in the program
 	}
 	if onError == nil {
 		onError = s.answerError
+	}
+	var o middlewareOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	loader := sessions.Store(s)
+	if o.exclusive {
+		loader = lockingStore{s}
 	}
 	return func(next http.Handler) http.Handler {
 		if next == nil {
@@ -41,7 +52,7 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Add("Vary", "Cookie")
-			session, err := s.Get(r, name)
+			session, err := sessions.GetRegistry(r).Get(loader, name)
 			if err != nil && !errors.Is(err, ErrInvalidCookie) {
 				if !errors.Is(err, ErrDecode) {
 					onError(w, r, err)
@@ -52,6 +63,7 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 					slog.String("session", name), slog.String("error", err.Error()))
 			}
 			defer s.states.release(session) // even if the handler panics
+			defer s.unlock(r.Context(), session)
 			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, onError: onError,
 				baseHeader: w.Header().Clone()}
 			next.ServeHTTP(sw, r)
@@ -70,6 +82,10 @@ func (s *Store) answerError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ErrConflict):
 		log.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: session changed by too many concurrent requests", path)
 		http.Error(w, "Your session changed in other requests while this one ran. Please try again.", http.StatusConflict)
+	case errors.Is(err, ErrLocked):
+		log.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: the session stayed locked by another request", path)
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "Another request of your session is still running. Please try again.", http.StatusServiceUnavailable)
 	default:
 		log.LogAttrs(r.Context(), slog.LevelError, "mongostore: session middleware",
 			slog.String("method", r.Method), path, slog.String("error", err.Error()))

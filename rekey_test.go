@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -18,16 +17,12 @@ func storedSessions(t *testing.T, f *storeFixture, store *Store, n int, owner st
 	var ids []string
 	var docs []any
 	for i := range n {
-		id := newToken("")
 		values := map[any]any{"i": i}
 		if i%3 == 0 {
 			values[ownerKey] = owner
 		}
-		data, err := store.cfg.Codec.Encode(values)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sv := &saving{session: &sessions.Session{Values: values, Options: store.newOptions()}, token: id, data: data, now: time.Now()}
+		sv := newSaving(t, store, values, time.Now())
+		id := sv.token
 		d := store.document(sv)
 		docs = append(docs, d.raw())
 		ids = append(ids, id)

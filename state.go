@@ -31,6 +31,7 @@ type sessionState struct {
 	cookie        string   // the cookie value to send back, signed with the current key
 	others        []string // chain IDs of the request's other cookies of the session's name
 	cookieSet     bool     // the store has set the session's cookie in this request
+	lock          string   // the holder ID of the session's lock this request holds (exclusive.go)
 }
 
 // stateOf returns the state of a session stored as d, its values encoded.

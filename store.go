@@ -3,12 +3,12 @@ package mongostore
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -35,6 +35,7 @@ type Store struct {
 
 	stop       context.CancelFunc // stops the background work
 	background sync.WaitGroup
+	warnOnce   sync.Once // warnNonAtomic
 }
 
 var _ sessions.Store = (*Store)(nil)
@@ -56,6 +57,11 @@ func (s *Store) Get(r *http.Request, name string) (*sessions.Session, error) {
 // cookies called name (a sibling domain may toss one in), the first that
 // verifies is loaded, and ending the session ends the others too.
 func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
+	return s.newSession(r, name, false)
+}
+
+// newSession is New, holding the session's lock if locked (exclusive.go).
+func (s *Store) newSession(r *http.Request, name string, locked bool) (*sessions.Session, error) {
 	session := sessions.NewSession(s, name)
 	session.Options, session.IsNew = s.newOptions(), true
 	if r == nil {
@@ -68,52 +74,83 @@ func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
 	tokens, reusable, err := s.cookies.tokens(r, name)
 	sp.outcome = outcomeNew
 	if len(tokens) > 0 {
-		ctx, cancel := s.opContext(ctx, false)
-		sp.outcome, sp.size, err = s.load(ctx, session, tokens, reusable)
+		l, timeout := loading{session: session, tokens: tokens, reusable: reusable}, s.cfg.Timeout
+		if locked {
+			l.holder, timeout = newHolderID(), timeout+s.cfg.LockWait
+		}
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		sp.outcome, sp.size, sp.wait, err = s.load(ctx, &l)
 		cancel()
 	}
 	sp.end(err)
 	return session, err
 }
 
-// load reads into session the first live session of tokens, the request's
-// cookies' tokens in order (a dead cookie tossed in ahead must not hide the
-// live one), and returns the outcome and the size of its values. The others
-// never give the session their chain, and ending the session ends them
-// too, even after a database error.
-func (s *Store) load(ctx context.Context, session *sessions.Session, tokens, reusable []string) (outcome, int, error) {
-	st := sessionState{}
-	defer func() { s.states.set(session, st) }()
-	for _, token := range tokens {
-		chain, _, _ := parseToken(token)
-		st.others = append(st.others, chain)
-	}
+// loading is one load of a session under way.
+type loading struct {
+	session          *sessions.Session
+	tokens, reusable []string // the request's cookies' tokens, and their values to send back
+	holder           string   // the lock's holder ID, to take it; "" not to
+}
+
+// load reads into the session the first live session of its tokens, in
+// order (a dead cookie tossed in ahead must not hide the live one), taking
+// its lock for l.holder if any, and returns the outcome, the size of its
+// values and how long it waited for the lock. The others never give the
+// session their chain, and ending the session ends them too, even after a
+// database error.
+func (s *Store) load(ctx context.Context, l *loading) (outcome, int, time.Duration, error) {
 	var decodeErr error
-	for i, token := range tokens {
-		raw, err := s.coll.find(ctx, st.others[i])
-		if err != nil {
-			return outcomeError, -1, err
+	var waited time.Duration
+	for i, token := range l.tokens {
+		chain, secret, _ := splitToken(token)
+		raw, wait, err := s.fetch(ctx, chain, l.holder)
+		if waited += wait; err != nil {
+			s.states.set(l.session, sessionState{others: chainsOf(l.tokens, "")})
+			return outcomeError, -1, waited, err
 		}
 		if raw == nil {
 			continue
 		}
 		d, encoded, values, err := s.open(raw)
-		if _, sid, _ := parseToken(token); err != nil || subtle.ConstantTimeCompare([]byte(d.sid), []byte(sid)) == 0 {
+		if err != nil || !sidMatches(d.sid, secret) || !s.live(&d, s.cfg.Now()) {
+			s.refused(ctx, raw, &d, values, err, l.holder)
 			decodeErr = errors.Join(decodeErr, err) // another secret: regenerated since, and never loaded again
 			continue
 		}
-		if !s.live(&d, s.cfg.Now()) {
-			s.expired(ctx, &d, values)
-			continue
-		}
+		session := l.session
 		session.ID, session.Values, session.IsNew = token, values, false
 		session.Options.MaxAge = d.maxAge // the session's own lifetime ("remember me")
-		others := slices.DeleteFunc(st.others, func(c string) bool { return c == d.id })
-		st = stateOf(&d, encoded, values, session.Options)
-		st.token, st.cookie, st.others = token, reusable[i], others
-		return outcomeLoaded, len(encoded), nil
+		st := stateOf(&d, encoded, values, session.Options)
+		st.token, st.cookie, st.others, st.lock = token, l.reusable[i], chainsOf(l.tokens, d.id), l.holder
+		s.states.set(session, st)
+		s.locked(ctx, st, waited)
+		return outcomeLoaded, len(encoded), waited, nil
 	}
-	return outcomeExpired, -1, decodeErr
+	s.states.set(l.session, sessionState{others: chainsOf(l.tokens, "")})
+	return outcomeExpired, -1, waited, decodeErr
+}
+
+// refused handles raw, a document that load found but does not serve: an
+// expired session is reported, and a lock taken for holder released.
+func (s *Store) refused(ctx context.Context, raw bson.Raw, d *document, values map[any]any, openErr error, holder string) {
+	if openErr == nil && !s.live(d, s.cfg.Now()) {
+		s.expired(ctx, d, values)
+	}
+	if lock, _ := raw.Lookup(fieldLock).StringValueOK(); holder != "" && lock == holder {
+		s.release(ctx, d.id, holder)
+	}
+}
+
+// chainsOf returns the chains of tokens, each once, but chain skip.
+func chainsOf(tokens []string, skip string) []string {
+	var chains []string
+	for _, token := range tokens {
+		if chain, _, _ := splitToken(token); chain != skip && !slices.Contains(chains, chain) {
+			chains = append(chains, chain)
+		}
+	}
+	return chains
 }
 
 // Save writes the session and sets its cookie. Options.MaxAge < 0 ends it.
@@ -156,6 +193,7 @@ type saving struct {
 	session    *sessions.Session
 	st         sessionState // the version it builds on
 	token      string       // the session's token once saved: a new one inserts or regenerates
+	chain, sid string       // its document's _id, and the hash of its secret
 	data       []byte       // the values to write, encoded
 	now        time.Time
 	ownOptions bool // the request changed the session's options
@@ -171,7 +209,8 @@ func (s *Store) prepare(session *sessions.Session) (*saving, error) {
 	if session.Options == nil {
 		session.Options = s.newOptions()
 	}
-	sv := &saving{session: session, st: s.states.get(session), token: session.ID, now: s.cfg.Now(), op: opSave}
+	st := s.states.get(session)
+	sv := &saving{session: session, st: st, token: session.ID, chain: st.id, sid: st.sid, now: s.cfg.Now(), op: opSave}
 	if session.Options.MaxAge < 0 {
 		sv.outcome = outcomeEnded // whatever the cookie's options: deleting needs none
 		return sv, nil
@@ -182,11 +221,14 @@ func (s *Store) prepare(session *sessions.Session) (*saving, error) {
 	data, err := s.encode(session.Values)
 	sv.data, sv.ownOptions = data, *session.Options != sv.st.options
 	switch {
-	case sv.st.id == "":
-		sv.token, sv.outcome = newToken(""), outcomeInserted
-	case session.ID != sv.st.token:
-		sv.token, sv.outcome, sv.op = newToken(sv.st.id), outcomeRegenerated, opRegenerate
-	case bytes.Equal(data, sv.st.encoded) && !sv.ownOptions:
+	case st.id == "":
+		sv.token, sv.sid = newToken("")
+		sv.chain, _, _ = strings.Cut(sv.token, ".")
+		sv.outcome = outcomeInserted
+	case session.ID != st.token:
+		sv.token, sv.sid = newToken(st.id)
+		sv.outcome, sv.op = outcomeRegenerated, opRegenerate
+	case bytes.Equal(data, st.encoded) && !sv.ownOptions:
 		sv.outcome = outcomeTouched
 	default:
 		sv.outcome = outcomeUpdated
@@ -312,7 +354,7 @@ func (s *Store) updated(ctx context.Context, w http.ResponseWriter, sv *saving, 
 // and sets its cookie.
 func (s *Store) sent(w http.ResponseWriter, sv *saving, d *document) error {
 	st := stateOf(d, sv.data, sv.session.Values, sv.session.Options)
-	st.token, st.cookie, st.others, st.cookieSet = sv.token, sv.st.cookie, sv.st.others, true
+	st.token, st.cookie, st.others, st.cookieSet, st.lock = sv.token, sv.st.cookie, sv.st.others, true, sv.st.lock
 	if st.cookie == "" {
 		var err error
 		if st.cookie, err = s.cookies.encode(sv.session.Name(), sv.token); err != nil {

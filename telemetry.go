@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -102,12 +103,14 @@ const (
 	attrSize      = attribute.Key("mongostore.session.size")  // span: encoded bytes loaded or saved
 	attrRetries   = attribute.Key("mongostore.save.retries")  // span: writes after the first that met a concurrent save
 	attrCount     = attribute.Key("mongostore.session.count") // span: sessions deleted, listed or ended
+	attrLockWait  = attribute.Key("mongostore.lock.wait")     // span: seconds a load waited for the session's lock
 )
 
 // telemetry is a store's tracer and instruments, with the attribute sets
 // of every measurement made in advance: recording one allocates nothing.
 type telemetry struct {
 	tracer    trace.Tracer
+	untraced  trace.TracerProvider // the global provider before any is installed, whose spans record nothing
 	spanNames [numOperations]string
 
 	duration  metric.Float64Histogram // mongostore.operation.duration
@@ -124,6 +127,9 @@ type telemetry struct {
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) *telemetry {
 	t := &telemetry{tracer: tp.Tracer(instrumentationName)}
+	if reflect.TypeOf(tp).String() == "*global.tracerProvider" { // OpenTelemetry's stand-in for a provider to come
+		t.untraced = tp
+	}
 	m := mp.Meter(instrumentationName)
 	// Operations take from a fraction of a millisecond to Config.Timeout.
 	duration, err1 := m.Float64Histogram("mongostore.operation.duration", metric.WithUnit("s"),
@@ -180,17 +186,23 @@ type span struct {
 	ctx     context.Context // holds the span
 	span    trace.Span
 	start   time.Time
-	outcome outcome // if it succeeds
-	size    int     // encoded bytes of the values loaded or saved; -1 for none
-	retries int     // writes after the first that met a concurrent save
-	count   int64   // sessions deleted (gc_sweep), listed or ended
+	outcome outcome       // if it succeeds
+	size    int           // encoded bytes of the values loaded or saved; -1 for none
+	retries int           // writes after the first that met a concurrent save
+	count   int64         // sessions deleted (gc_sweep), listed or ended
+	wait    time.Duration // how long a load waited for the session's lock; -1 if it took none
 }
 
 // start starts op, a child of ctx's span, and returns the context its
-// commands are to run in.
+// commands are to run in. Until an application installs a provider, the
+// global one's spans would record nothing: none is made.
 func (t *telemetry) start(ctx context.Context, op operation) (context.Context, span) {
-	ctx, s := t.tracer.Start(ctx, t.spanNames[op])
-	return ctx, span{t: t, op: op, ctx: ctx, span: s, start: time.Now(), size: -1}
+	sp := span{t: t, op: op, ctx: ctx, start: time.Now(), size: -1, wait: -1}
+	if t.untraced == nil || otel.GetTracerProvider() != t.untraced {
+		ctx, sp.span = t.tracer.Start(ctx, t.spanNames[op])
+		sp.ctx = ctx
+	}
+	return ctx, sp
 }
 
 // end records the operation, which returned err, and ends its span.
@@ -204,6 +216,9 @@ func (s *span) end(err error) {
 		out = outcomeMerged
 	}
 	s.measure(err, out, kind)
+	if s.span == nil {
+		return
+	}
 	if s.span.IsRecording() {
 		s.annotate(out, kind)
 	}
@@ -237,6 +252,9 @@ func (s *span) annotate(out outcome, kind int) {
 	s.span.SetAttributes(attrOperation.String(operationNames[s.op]), attrOutcome.String(outcomeNames[out]))
 	if s.size >= 0 {
 		s.span.SetAttributes(attrSize.Int(s.size))
+	}
+	if s.wait >= 0 {
+		s.span.SetAttributes(attrLockWait.Float64(s.wait.Seconds()))
 	}
 	if s.writes() {
 		s.span.SetAttributes(attrRetries.Int(s.retries))

@@ -1,0 +1,151 @@
+package mongostore
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/sessions"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// A session's lock lets the requests that ask for it (the middleware with
+// Exclusive, Lock) run one at a time, across every process that shares the
+// collection: a handler that reads a value, decides on it and writes (a
+// one-time token, a counter with a limit) cannot act twice. The lock is a
+// lease on the session's document, taken by one conditional update, which
+// returns the document as the last holder left it, and released by
+// another; a holder that dies leaves a lease that lapses after
+// Config.LockLease. Requests without it neither wait nor change, endings
+// never wait for it, and an expired session is never locked.
+
+// Exclusive returns a Middleware option that loads each request's session
+// holding its lock, waiting at most Config.LockWait for it (else
+// ErrLocked), and releases the lock when the handler returns, panics or
+// its request is cancelled. Give it to the middleware of the routes whose
+// handlers must run one at a time per session.
+func Exclusive() MiddlewareOption { return func(o *middlewareOptions) { o.exclusive = true } }
+
+// MiddlewareOption configures Middleware.
+type MiddlewareOption func(*middlewareOptions)
+
+type middlewareOptions struct{ exclusive bool }
+
+// lockingStore loads sessions holding their lock, for gorilla's registry:
+// the handler's Get then returns the session the middleware loaded.
+type lockingStore struct{ *Store }
+
+func (l lockingStore) New(r *http.Request, name string) (*sessions.Session, error) {
+	return l.newSession(r, name, true)
+}
+
+// Lock takes the lock of the session, loaded by Get, reloading its values
+// as the last holder left them, and returns what releases it (call it
+// when done, as with a sync.Mutex): without the middleware, or for part of
+// a handler. It waits at most Config.LockWait (else ErrLocked). A session
+// not stored has nothing to share: unlock does nothing. One that ended
+// meanwhile gives ErrSessionGone; nil arguments ErrInvalidConfig.
+func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(), err error) {
+	unlock = func() {}
+	if r == nil || session == nil {
+		return unlock, errNil("request or session")
+	}
+	st := s.states.get(session)
+	if st.id == "" || st.lock != "" {
+		return unlock, nil
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout+s.cfg.LockWait)
+	defer cancel()
+	ctx, sp := s.tel.start(ctx, opLoad)
+	l := loading{session: session, tokens: []string{st.token}, reusable: []string{st.cookie},
+		holder: newHolderID()}
+	sp.outcome, sp.size, sp.wait, err = s.load(ctx, &l)
+	if err == nil && sp.outcome != outcomeLoaded {
+		err = fmt.Errorf("%w: it ended before its lock was taken", ErrSessionGone)
+	}
+	sp.end(err)
+	if err == nil { // the request's other cookies, as loaded first
+		locked := s.states.get(session)
+		locked.others = st.others
+		s.states.set(session, locked)
+	}
+	return func() { s.unlock(r.Context(), session) }, err
+}
+
+// fetch reads the document chain, taking its lock for holder if not "":
+// it waits, at most Config.LockWait, while another holds it. It returns
+// the document (nil if there is none) and how long it waited. A document
+// no longer live is returned unlocked.
+func (s *Store) fetch(ctx context.Context, chain, holder string) (bson.Raw, time.Duration, error) {
+	if holder == "" {
+		raw, err := s.coll.find(ctx, chain)
+		return raw, 0, err
+	}
+	s.warnNonAtomic(ctx)
+	start := time.Now()
+	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
+		now := s.cfg.Now()
+		raw, err := s.coll.acquire(ctx, chain, holder, now, now.Add(s.cfg.LockLease))
+		if raw == nil && err == nil {
+			if raw, err = s.coll.find(ctx, chain); raw != nil && err == nil && live(raw, now) {
+				raw = nil // another request holds it
+			} else {
+				return raw, time.Since(start), err
+			}
+		}
+		switch {
+		case raw != nil || err != nil:
+			return raw, time.Since(start), err
+		case time.Since(start)+pause > s.cfg.LockWait:
+			return nil, time.Since(start), fmt.Errorf("%w: waited %v", ErrLocked, s.cfg.LockWait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, time.Since(start), dbError("wait for the session's lock", ctx.Err())
+		case <-time.After(pause):
+		}
+	}
+}
+
+// locked reports that the request holds the lock of the session st
+// describes, after waiting for it that long.
+func (s *Store) locked(ctx context.Context, st sessionState, waited time.Duration) {
+	if st.lock != "" && s.cfg.OnEvent != nil {
+		s.emitWait(ctx, st, waited)
+	}
+}
+
+// unlock releases the lock the session's request holds, if any.
+func (s *Store) unlock(ctx context.Context, session *sessions.Session) {
+	st := s.states.get(session)
+	if st.lock == "" {
+		return
+	}
+	s.release(ctx, st.id, st.lock)
+	st.lock = ""
+	s.states.set(session, st)
+}
+
+// release releases holder's lock of chain, bounded by Config.Timeout even
+// if ctx is cancelled; a failure is logged: the lease lapses.
+func (s *Store) release(ctx context.Context, chain, holder string) {
+	ctx, cancel := s.opContext(ctx, true)
+	defer cancel()
+	if err := s.coll.release(ctx, chain, holder); err != nil {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: releasing a session's lock (it lapses after LockLease)",
+			slog.String("error", err.Error()))
+	}
+}
+
+// warnNonAtomic logs once that the server's locks hold within one process
+// only (FerretDB v1).
+func (s *Store) warnNonAtomic(ctx context.Context) {
+	s.warnOnce.Do(func() {
+		if atomic, err := s.coll.atomicWrites(ctx); err == nil && !atomic {
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: this server's findAndModify is not atomic across processes "+
+				"(FerretDB v1): a session's lock holds within this process only", slog.String("collection", s.coll.c.Name()))
+		}
+	})
+}

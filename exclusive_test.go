@@ -1,0 +1,375 @@
+package mongostore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gorilla/sessions"
+	"go.mongodb.org/mongo-driver/v2/bson"
+)
+
+// exclusiveHandler is the middleware of store with Exclusive around fn.
+func exclusiveHandler(store *Store, fn func(w http.ResponseWriter, r *http.Request, s *sessions.Session)) http.Handler {
+	return store.Middleware(testSessionName, nil, Exclusive())(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := store.Get(r, testSessionName)
+		fn(w, r, s)
+	}))
+}
+
+// tokenHandler accepts the one-time token of the session, once: it reads,
+// decides and writes, counting what it accepted.
+func tokenHandler(store *Store, accepted *atomic.Int64) http.Handler {
+	return exclusiveHandler(store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		if s.Values["token"] != "t" {
+			http.Error(w, "no token", http.StatusForbidden)
+			return
+		}
+		time.Sleep(time.Millisecond) // the decision takes a moment
+		delete(s.Values, "token")
+		accepted.Add(1)
+		_, _ = fmt.Fprint(w, "accepted")
+	})
+}
+
+// TestExclusiveTokenIsAcceptedOnce: 20 overlapping requests of one session,
+// over two store instances sharing the collection (as two app instances
+// would; on the embedded server, whose findAndModify is not atomic across
+// processes, over one), consume a one-time token: exactly one accepts it,
+// in every trial.
+func TestExclusiveTokenIsAcceptedOnce(t *testing.T) {
+	trials := 100
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	other := storeOn(t, testClient(t, nil).Database(testDatabase).Collection(f.coll.Name()), Config{Expiry: ExpiryNone})
+	if testServerKind == "embedded" {
+		trials, other = 20, f.store
+	}
+	var accepted atomic.Int64
+	handlers := []http.Handler{tokenHandler(f.store, &accepted), tokenHandler(other, &accepted)}
+	for trial := range trials {
+		b, _ := saveNewSession(t, f, map[any]any{"token": "t"})
+		accepted.Store(0)
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Go(func() {
+				rec := httptest.NewRecorder()
+				handlers[i%2].ServeHTTP(rec, b.request())
+				if rec.Code != http.StatusOK && rec.Code != http.StatusForbidden {
+					t.Errorf("trial %d: status %d: %s", trial, rec.Code, rec.Body)
+				}
+			})
+		}
+		wg.Wait()
+		if n := accepted.Load(); n != 1 {
+			t.Fatalf("trial %d: %d requests accepted the token, want 1", trial, n)
+		}
+	}
+}
+
+// TestWithoutExclusiveTheTokenIsAcceptedTwice is the control: without the
+// section, overlapping requests both accept the token (the merge keeps
+// every change, which is not the point here).
+func TestWithoutExclusiveTheTokenIsAcceptedTwice(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"token": "t"})
+	var accepted atomic.Int64
+	release := make(chan struct{})
+	var arrived sync.WaitGroup
+	arrived.Add(2)
+	h := strictSessionHandler(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		ok := s.Values["token"] == "t"
+		arrived.Done()
+		<-release // both have read the token
+		if ok {
+			delete(s.Values, "token")
+			accepted.Add(1)
+		}
+	})
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() { h.ServeHTTP(httptest.NewRecorder(), b.request()) })
+	}
+	arrived.Wait()
+	close(release)
+	wg.Wait()
+	if accepted.Load() != 2 {
+		t.Fatalf("%d accepted without the section; the control expects 2", accepted.Load())
+	}
+}
+
+// lockedDocument reports whether the session b names holds a lock.
+func lockedDocument(t *testing.T, f *storeFixture, b *browser) bool {
+	t.Helper()
+	raw, ok := browserDocument(t, f, b)
+	if !ok {
+		return false
+	}
+	_, err := raw.LookupErr(fieldLock)
+	return err == nil
+}
+
+// TestExclusiveReleases: the lock is released when the handler returns,
+// panics, or its request is cancelled; a request that waits reports how
+// long (EventLocked), and one that waits past LockWait gets ErrLocked,
+// answered 503 with Retry-After.
+func TestExclusiveReleases(t *testing.T) {
+	events := &eventLog{}
+	f := newFixture(t, Config{Expiry: ExpiryNone, OnEvent: events.add, LockWait: 300 * time.Millisecond})
+	b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
+	events.take()
+	for _, tc := range []struct {
+		name string
+		fn   func(w http.ResponseWriter, r *http.Request, s *sessions.Session)
+		ctx  func() context.Context
+	}{
+		{"returns", func(http.ResponseWriter, *http.Request, *sessions.Session) {}, context.Background},
+		{"panics", func(http.ResponseWriter, *http.Request, *sessions.Session) { panic("handler") }, context.Background},
+		{"cancelled", func(_ http.ResponseWriter, r *http.Request, _ *sessions.Session) { <-r.Context().Done() }, func() context.Context {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			_ = cancel
+			return ctx
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := exclusiveHandler(f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				if !lockedDocument(t, f, b) {
+					t.Error("the handler runs without the lock")
+				}
+				tc.fn(w, r, s)
+			})
+			func() {
+				defer func() { _ = recover() }()
+				h.ServeHTTP(httptest.NewRecorder(), b.request().WithContext(tc.ctx()))
+			}()
+			if lockedDocument(t, f, b) {
+				t.Fatal("the lock outlived the handler")
+			}
+		})
+	}
+	got, _ := events.take()
+	if strings.Join(got, " ") != "locked locked locked" {
+		t.Fatalf("events %q", got)
+	}
+
+	// A holder that stays past LockWait: the other request gets ErrLocked.
+	held, done := make(chan struct{}), make(chan struct{})
+	go exclusiveHandler(f.store, func(http.ResponseWriter, *http.Request, *sessions.Session) {
+		close(held)
+		<-done
+	}).ServeHTTP(httptest.NewRecorder(), b.request())
+	<-held
+	rec := httptest.NewRecorder()
+	exclusiveHandler(f.store, func(http.ResponseWriter, *http.Request, *sessions.Session) {
+		t.Error("a second holder ran")
+	}).ServeHTTP(rec, b.request())
+	close(done)
+	if rec.Code != http.StatusServiceUnavailable || rec.Header().Get("Retry-After") == "" {
+		t.Fatalf("waiting past LockWait: %d %q, want 503 with Retry-After", rec.Code, rec.Header())
+	}
+	// Once the holder is done, the next one waits for it, and says so.
+	events.take()
+	waiter := make(chan struct{})
+	go func() {
+		defer close(waiter)
+		exclusiveHandler(f.store, func(http.ResponseWriter, *http.Request, *sessions.Session) {}).ServeHTTP(httptest.NewRecorder(), b.request())
+	}()
+	<-waiter
+	if _, e := events.take(); len(e) != 1 || e[0].Kind != EventLocked {
+		t.Fatalf("events %+v, want one EventLocked", e)
+	}
+}
+
+// TestEndingIsNeverBlockedByALock: a logout from outside the section ends
+// the session at once while a holder runs; the holder's save then finds it
+// gone, and nothing brings it back.
+func TestEndingIsNeverBlockedByALock(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
+	held, loggedOut := make(chan struct{}), make(chan struct{})
+	rec := httptest.NewRecorder()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		exclusiveHandler(f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			close(held)
+			<-loggedOut
+			s.Values["k"] = "changed"
+			_, _ = fmt.Fprint(w, "ok")
+		}).ServeHTTP(rec, b.request())
+	})
+	<-held
+	start := time.Now()
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		s.Options.MaxAge = -1
+		if err := s.Save(r, w); err != nil {
+			t.Error(err)
+		}
+	})
+	if waited := time.Since(start); waited > time.Second {
+		t.Errorf("the logout took %v", waited)
+	}
+	close(loggedOut)
+	wg.Wait()
+	if rec.Code != http.StatusConflict || f.count(t) != 0 {
+		t.Fatalf("the holder's save after the logout: %d, %d documents; want 409 and none", rec.Code, f.count(t))
+	}
+}
+
+// TestRegenerateIDInsideTheSection: a regeneration inside the section
+// works, and the lock is released after it.
+func TestRegenerateIDInsideTheSection(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, token := saveNewSession(t, f, map[any]any{"k": "v"})
+	rec := b.do(exclusiveHandler(f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		if err := f.store.RegenerateID(r, w, s); err != nil {
+			t.Error(err)
+		}
+	}).ServeHTTP)
+	if rec.Code != http.StatusOK || lockedDocument(t, f, b) || !isLive(t, f, b) || docID(b.cookies[testSessionName].Value) == token {
+		t.Fatalf("after RegenerateID in the section: %d, locked %v", rec.Code, lockedDocument(t, f, b))
+	}
+}
+
+// TestExpiredSessionIsNeverLocked: an exclusive request of an expired
+// session gets a new one; the old document takes no lock.
+func TestExpiredSessionIsNeverLocked(t *testing.T) {
+	clock := newFakeClock()
+	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone})
+	f.store.MaxAge(60)
+	b, token := saveNewSession(t, f, map[any]any{"k": "v"})
+	clock.Advance(2 * time.Minute)
+	b.do(exclusiveHandler(f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		if !s.IsNew {
+			t.Error("an expired session loaded")
+		}
+	}).ServeHTTP)
+	raw := storedDocument(t, f, token)
+	if _, err := raw.LookupErr(fieldLock); err == nil {
+		t.Fatal("the expired session was locked")
+	}
+}
+
+// TestLockWithoutTheMiddleware: Lock reloads the values the last holder
+// left, and its unlock releases the lock.
+func TestLockWithoutTheMiddleware(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"n": 1})
+	r, stale := loaded(t, f, b)
+	b.do(func(w http.ResponseWriter, r *http.Request) { // another request's change
+		s, _ := f.store.Get(r, testSessionName)
+		s.Values["n"] = 2
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	unlock, err := f.store.Lock(r, stale)
+	if err != nil || stale.Values["n"] != 2 || !lockedDocument(t, f, b) {
+		t.Fatalf("Lock = %v, values %v, locked %v", err, stale.Values, lockedDocument(t, f, b))
+	}
+	stale.Values["n"] = 3
+	if err := stale.Save(r, httptest.NewRecorder()); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	if s, _ := loadSession(t, f, b); s.Values["n"] != 3 || lockedDocument(t, f, b) {
+		t.Fatalf("after unlock: %v, locked %v", s.Values, lockedDocument(t, f, b))
+	}
+}
+
+// TestExclusiveCost: an uncontended exclusive read-write request sends one
+// command more than a plain one: the load takes the lock, the save writes,
+// and one update releases it.
+func TestExclusiveCost(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"n": 1})
+	change := func(w http.ResponseWriter, r *http.Request, s *sessions.Session) { s.Values["n"] = time.Now().UnixNano() }
+	f.cmds.reset()
+	b.do(strictSessionHandler(t, f.store, change).ServeHTTP)
+	plain := commandNames(f.cmds)
+	f.cmds.reset()
+	b.do(exclusiveHandler(f.store, change).ServeHTTP)
+	exclusive := commandNames(f.cmds)
+	if strings.Join(plain, " ") != "find save" || strings.Join(exclusive, " ") != "findAndModify save save" {
+		t.Fatalf("commands: plain %q, exclusive %q", plain, exclusive)
+	}
+}
+
+// TestHolderKilledInAnotherProcess: a process that takes the lock and dies
+// without releasing it leaves a lease that lapses: the next request gets
+// the lock within LockLease.
+func TestHolderKilledInAnotherProcess(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone, LockLease: time.Second})
+	b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperLockHolder$")
+	cmd.Env = append(os.Environ(), "MONGOSTORE_LOCK_HOLDER="+f.coll.Name()+" "+b.cookies[testSessionName].Value)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "holding the lock") {
+		t.Fatalf("the holder process: %v\n%s", err, out)
+	}
+	if !lockedDocument(t, f, b) {
+		t.Fatal("the dead holder left no lock")
+	}
+	start := time.Now()
+	rec := b.do(exclusiveHandler(f.store, func(http.ResponseWriter, *http.Request, *sessions.Session) {}).ServeHTTP)
+	if waited := time.Since(start); rec.Code != http.StatusOK || waited > 3*time.Second {
+		t.Fatalf("after the holder died: %d after %v; want the lock within LockLease (1s)", rec.Code, waited)
+	}
+}
+
+// TestHelperLockHolder is the process TestHolderKilledInAnotherProcess
+// kills: with MONGOSTORE_LOCK_HOLDER set, it takes the lock of the session
+// whose cookie it is given, says so, and exits without releasing it.
+// Without it, it does nothing.
+func TestHelperLockHolder(t *testing.T) {
+	args := strings.Fields(os.Getenv("MONGOSTORE_LOCK_HOLDER"))
+	if len(args) != 2 {
+		return
+	}
+	store := storeOn(t, testClient(t, nil).Database(testDatabase).Collection(args[0]), Config{Expiry: ExpiryNone, LockLease: time.Second})
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.AddCookie(&http.Cookie{Name: testSessionName, Value: args[1]})
+	s, err := store.Get(r, testSessionName)
+	if err != nil || s.IsNew {
+		t.Fatalf("load: %v", err)
+	}
+	if _, err := store.Lock(r, s); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("holding the lock")
+	os.Exit(0) // as a killed process would: no release
+}
+
+// TestLockedDocumentsStillLoad: a lock's fields are no part of the
+// session: a locked document loads, saves and ends as any other.
+func TestLockedDocumentsStillLoad(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, token := saveNewSession(t, f, map[any]any{"k": "v"})
+	lock := bson.D{{Key: "$set", Value: bson.D{{Key: fieldLock, Value: "someone"}, {Key: fieldLockUntil, Value: time.Now().Add(time.Hour)}}}}
+	if _, err := f.coll.UpdateOne(context.Background(), bson.D{{Key: fieldID, Value: docID(token)}}, lock); err != nil {
+		t.Fatal(err)
+	}
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, err := f.store.Get(r, testSessionName)
+		if err != nil || s.IsNew {
+			t.Fatalf("load of a locked session: %v", err)
+		}
+		s.Values["k"] = "w"
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if s, err := loadSession(t, f, b); err != nil || s.Values["k"] != "w" {
+		t.Fatalf("after a save: %v, %v", s.Values, err)
+	}
+	if _, err := f.store.Lock(httptest.NewRequest(http.MethodGet, "/", nil), nil); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("Lock(nil session) = %v", err)
+	}
+}
