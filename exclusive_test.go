@@ -291,7 +291,9 @@ func TestLockWithoutTheMiddleware(t *testing.T) {
 func TestExclusiveCost(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
 	b, _ := saveNewSession(t, f, map[any]any{"n": 1})
-	change := func(w http.ResponseWriter, r *http.Request, s *sessions.Session) { s.Values["n"] = time.Now().UnixNano() }
+	change := func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		s.Values["n"] = time.Now().UnixNano()
+	}
 	f.cmds.reset()
 	b.do(strictSessionHandler(t, f.store, change).ServeHTTP)
 	plain := commandNames(f.cmds)
