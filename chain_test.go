@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -340,6 +341,14 @@ func TestNilArguments(t *testing.T) {
 	if _, ok := s.Times(nil); ok {
 		t.Error("Times(nil) = ok")
 	}
+	func() {
+		defer func() {
+			if v := recover(); v == nil || !strings.Contains(fmt.Sprint(v), "SetOwner: nil session") {
+				t.Errorf("SetOwner(nil) panicked with %v, want a message naming the nil session", v)
+			}
+		}()
+		SetOwner(nil, "ada", "")
+	}()
 	defer func() {
 		if v := recover(); v == nil || !strings.Contains(v.(string), "nil handler") {
 			t.Fatalf("Middleware(nil handler) panicked with %v, want a message naming the nil handler", v)

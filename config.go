@@ -20,40 +20,43 @@ type Config struct {
 	Expiry ExpiryMode
 
 	// GCInterval is the time between two sweeps of the GC goroutine.
-	// Default one minute; at least 100ms.
+	// Default (0) one minute; else at least 100ms.
 	GCInterval time.Duration
 
 	// IdleTimeout is how long a session whose cookie lasts until the
-	// browser closes (Options.MaxAge 0) lives unused. Default 24 hours.
+	// browser closes (Options.MaxAge 0) lives unused. Default (0) 24
+	// hours; else at least a second.
 	IdleTimeout time.Duration
 
 	// AbsoluteTimeout is the longest a session lives from its creation,
-	// however active: by default 7 days or its own MaxAge if longer;
-	// negative for no limit.
+	// however active: by default (0) 7 days or its own MaxAge if longer;
+	// negative for no limit; else at least a second.
 	AbsoluteTimeout time.Duration
 
 	// TouchInterval is how long after its last save the middleware saves an
-	// unchanged session again, to slide its expiry. Default a tenth of its
-	// idle timeout, at most a minute; negative for never.
+	// unchanged session again, to slide its expiry. Default (0) a tenth of
+	// its idle timeout, at most a minute; negative for never.
 	TouchInterval time.Duration
 
 	// Timeout bounds each operation's database commands (a load, a save,
-	// NewStore's set-up). Default 5 seconds.
+	// NewStore's set-up). Default (0) 5 seconds; else at least a
+	// millisecond.
 	Timeout time.Duration
 
 	// LockWait bounds how long a request waits for its session's lock
-	// (Exclusive, Lock) before ErrLocked. Default 15 seconds; at least a
-	// millisecond.
+	// (Exclusive, Lock) before ErrLocked. Default (0) 15 seconds; else at
+	// least a millisecond.
 	LockWait time.Duration
 
 	// LockLease is how long a session's lock outlives a holder that never
 	// released it (its process died): another request may take it then,
-	// so a section must end within it. Default 10 seconds; at least a
-	// second.
+	// so a section must end within it. Default (0) 10 seconds; else at
+	// least a second.
 	LockLease time.Duration
 
 	// MaxSize is the largest encoded size of a session's values, in bytes;
-	// Save refuses more with ErrEncode. Default 1 MiB; at most 15 MiB.
+	// Save refuses more with ErrEncode. Default (0) 1 MiB; else 1 to 15
+	// MiB.
 	MaxSize int
 
 	// Codec encodes session values. The default encodes common types
@@ -79,7 +82,8 @@ type Config struct {
 	// MaxSessionsPerOwner, if positive, is how many live sessions one
 	// owner (SetOwner) may have: when a save ties a session to an owner
 	// who has more, the least recently saved others end (EndLimit).
-	// Concurrent logins leave at most this many.
+	// Concurrent logins leave at most this many. Default (0) no limit;
+	// never negative.
 	MaxSessionsPerOwner int
 
 	// OnEvent, if set, is called at every transition of a session
@@ -139,26 +143,26 @@ func (c Config) withDefaults() (Config, error) {
 	c.MaxSize = cmp.Or(c.MaxSize, defaultMaxSize)
 	c.LockWait = cmp.Or(c.LockWait, defaultLockWait)
 	c.LockLease = cmp.Or(c.LockLease, defaultLockLease)
-	bad := func(format string, args ...any) (Config, error) {
-		return c, fmt.Errorf("%w: "+format, append([]any{ErrInvalidConfig}, args...)...)
-	}
-	switch {
-	case c.Expiry < ExpiryAuto || c.Expiry > ExpiryNone:
-		return bad("unknown Expiry mode %d", int(c.Expiry))
-	case c.GCInterval < minGCInterval:
-		return bad("GCInterval %v is shorter than %v", c.GCInterval, minGCInterval)
-	case c.IdleTimeout < time.Second:
-		return bad("IdleTimeout %v is shorter than a second", c.IdleTimeout)
-	case c.AbsoluteTimeout > 0 && c.AbsoluteTimeout < time.Second:
-		return bad("AbsoluteTimeout %v is shorter than a second", c.AbsoluteTimeout)
-	case c.Timeout < 0:
-		return bad("Timeout %v is negative", c.Timeout)
-	case c.LockWait < time.Millisecond:
-		return bad("LockWait %v is shorter than a millisecond", c.LockWait)
-	case c.LockLease < time.Second:
-		return bad("LockLease %v is shorter than a second", c.LockLease)
-	case c.MaxSize < 0 || c.MaxSize > maxMaxSize:
-		return bad("MaxSize %d is not between 1 and %d", c.MaxSize, maxMaxSize)
+	for _, b := range [...]struct {
+		field string
+		bad   bool
+		value any
+		want  string
+	}{
+		{"Expiry", c.Expiry < ExpiryAuto || c.Expiry > ExpiryNone, int(c.Expiry), "one of the Expiry constants"},
+		{"GCInterval", c.GCInterval < minGCInterval, c.GCInterval, "0 (the default) or at least 100ms"},
+		{"IdleTimeout", c.IdleTimeout < time.Second, c.IdleTimeout, "0 (the default) or at least 1s"},
+		{"AbsoluteTimeout", c.AbsoluteTimeout > 0 && c.AbsoluteTimeout < time.Second, c.AbsoluteTimeout,
+			"0 (the default), negative (no limit) or at least 1s"},
+		{"Timeout", c.Timeout < time.Millisecond, c.Timeout, "0 (the default) or at least 1ms"},
+		{"LockWait", c.LockWait < time.Millisecond, c.LockWait, "0 (the default) or at least 1ms"},
+		{"LockLease", c.LockLease < time.Second, c.LockLease, "0 (the default) or at least 1s"},
+		{"MaxSize", c.MaxSize < 0 || c.MaxSize > maxMaxSize, c.MaxSize, "0 (the default) or 1 to 15728640 bytes"},
+		{"MaxSessionsPerOwner", c.MaxSessionsPerOwner < 0, c.MaxSessionsPerOwner, "0 (no limit) or more"},
+	} {
+		if b.bad {
+			return c, fmt.Errorf("%w: Config.%s is %v: want %s", ErrInvalidConfig, b.field, b.value, b.want)
+		}
 	}
 	c.Codec = cmp.Or[Codec](c.Codec, compactCodec{})
 	c.Logger = cmp.Or(c.Logger, slog.Default())

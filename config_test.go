@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"errors"
+	"regexp"
 	"testing"
 	"time"
 )
@@ -27,6 +28,11 @@ func TestNewStoreRejectsInvalidConfig(t *testing.T) {
 		{"absolute timeout under a second", Config{AbsoluteTimeout: time.Millisecond}, [][]byte{testHashKey}},
 		{"negative max size", Config{MaxSize: -1}, [][]byte{testHashKey}},
 		{"max size over 15 MiB", Config{MaxSize: 16 << 20}, [][]byte{testHashKey}},
+		{"negative idle timeout", Config{IdleTimeout: -time.Hour}, [][]byte{testHashKey}},
+		{"timeout under a millisecond", Config{Timeout: time.Microsecond}, [][]byte{testHashKey}},
+		{"negative per-owner limit", Config{MaxSessionsPerOwner: -3}, [][]byte{testHashKey}},
+		{"lock wait under a millisecond", Config{LockWait: time.Microsecond}, [][]byte{testHashKey}},
+		{"negative lock lease", Config{LockLease: -time.Second}, [][]byte{testHashKey}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -34,6 +40,10 @@ func TestNewStoreRejectsInvalidConfig(t *testing.T) {
 			s, err := NewStore(context.Background(), coll, tt.cfg, tt.keys...)
 			if !errors.Is(err, ErrInvalidConfig) {
 				t.Fatalf("NewStore error = %v, want ErrInvalidConfig", err)
+			}
+			// One wording for every field: "Config.Field is value: want range".
+			if msg := err.Error(); len(tt.keys) == 1 && string(tt.keys[0]) == string(testHashKey) && !regexp.MustCompile(`Config\.\w+ is .+: want `).MatchString(msg) {
+				t.Errorf("error %q does not say Config.Field is value: want range", msg)
 			}
 			if s != nil {
 				t.Fatal("NewStore returned a store with an error")

@@ -24,6 +24,12 @@ const maxDeviceLength = 200
 // the next save; "" unties it. Call it at login. Label devices, not people:
 // an IP address is personal data in many jurisdictions.
 func SetOwner(session *sessions.Session, owner, device string) {
+	if session == nil {
+		panic("mongostore: SetOwner: nil session") // as net/http does for a nil handler: no error to return
+	}
+	if session.Values == nil {
+		session.Values = make(map[any]any)
+	}
 	delete(session.Values, ownerKey)
 	delete(session.Values, deviceKey)
 	if owner == "" {

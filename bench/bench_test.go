@@ -238,10 +238,13 @@ func BenchmarkSave(b *testing.B) {
 }
 
 // BenchmarkMiddleware serves bench http's handler in the store's middleware,
-// read-only (ro) or changing the session (rw), against the floor's handler.
+// read-only (ro) or changing the session (rw), against the floor's handler;
+// "exclusive" is the middleware with mongostore.Exclusive (one command
+// more: the load takes the session's lock, an update releases it).
 func BenchmarkMiddleware(b *testing.B) {
 	e := newEnv(b, nil)
-	mw, ss := e.store.Middleware(cookieName), e.store.Sessions()
-	subs(b, []string{"ro/store", "ro/driver", "rw/store", "rw/driver"}, serve(mw(handle(ss, "ro", false)), e.req),
-		serve(e.floor.handler(false), e.floorReq), serve(mw(handle(ss, "rw", false)), e.req), serve(e.floor.handler(true), e.floorReq))
+	mw, ex, ss := e.store.Middleware(cookieName), e.store.ExclusiveMiddleware(cookieName), e.store.Sessions()
+	subs(b, []string{"ro/store", "ro/exclusive", "ro/driver", "rw/store", "rw/exclusive", "rw/driver"},
+		serve(mw(handle(ss, "ro", false)), e.req), serve(ex(handle(ss, "ro", false)), e.req), serve(e.floor.handler(false), e.floorReq),
+		serve(mw(handle(ss, "rw", false)), e.req), serve(ex(handle(ss, "rw", false)), e.req), serve(e.floor.handler(true), e.floorReq))
 }

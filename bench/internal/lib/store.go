@@ -63,6 +63,12 @@ func (s *Store) Middleware(name string) func(http.Handler) http.Handler {
 	return s.s.Middleware(name, nil)
 }
 
+// ExclusiveMiddleware is Middleware with mongostore.Exclusive: a session's
+// requests one at a time.
+func (s *Store) ExclusiveMiddleware(name string) func(http.Handler) http.Handler {
+	return s.s.Middleware(name, nil, mongostore.Exclusive())
+}
+
 // Load loads the session of cookie, as a handler's Get would.
 func (s *Store) Load(ctx context.Context, cookie *http.Cookie) (*sessions.Session, error) {
 	return s.s.Get(Request(ctx, cookie), cookie.Name)
