@@ -344,7 +344,19 @@ func TestEnd(t *testing.T) {
 	f := newFixture(t)
 	col := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey}
 
-	r := runCmd(t, col, "end", "-owner", "alice")
+	// A dry run says what it would end, and ends nothing.
+	r := runCmd(t, col, "end", "-owner", "alice", "-dry-run")
+	if r.code != 0 {
+		t.Fatalf("dry run: exit code %d", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, `a dry run, nothing was ended: end would end every session of "alice" of these:`, "2 live sessions")
+	for i, c := range f.alice {
+		if !loads(t, f.store, c) {
+			t.Errorf("the dry run ended alice's session %d", i)
+		}
+	}
+
+	r = runCmd(t, col, "end", "-owner", "alice")
 	if r.code != 0 {
 		t.Fatalf("exit code %d", r.code)
 	}

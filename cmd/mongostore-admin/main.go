@@ -254,7 +254,8 @@ func (c *conn) connect(ctx context.Context, db, coll string) (disconnect func(),
 	}
 	if err := c.client.Ping(ctx, readpref.Primary()); err != nil {
 		disconnect()
-		return nil, fmt.Errorf("cannot reach %s (the server in MONGODB_URI): %s", c.server, connstr.Redact(err.Error(), c.uri))
+		return nil, fmt.Errorf("cannot reach %s (the server in MONGODB_URI): %s; check that it runs there and that this "+
+			"machine can reach it (host, port, firewall, TLS, credentials)", c.server, connstr.Unreachable(err, selectTimeout))
 	}
 	c.coll = c.client.Database(db).Collection(coll)
 	return disconnect, nil

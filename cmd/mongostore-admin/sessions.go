@@ -43,22 +43,36 @@ fails if they read none of the collection's sessions.`,
 var endCommand = command{
 	name:    "end",
 	summary: "end all of a user's sessions, or one (needs SESSION_KEY)",
-	usage:   "-owner user [-handle h] [-db name] [-collection name]",
+	usage:   "-owner user [-handle h] [-dry-run] [-db name] [-collection name]",
 	keys:    true,
 	help: `
 Ends every session of a user (Store.EndOtherSessions), as after a password
 change, and prints how many; with -handle, only that one (see 'sessions').
 Ended means ended: the documents are deleted, so a device's next request
 gets a fresh session, and a save under way there fails instead of bringing
-its session back. Needs SESSION_KEY; deletes nothing if it reads none of
-the collection's sessions.`,
+its session back. With -dry-run it lists what it would end, and ends
+nothing. Needs SESSION_KEY; deletes nothing if it reads none of the
+collection's sessions.`,
 	flags: func(fs *flag.FlagSet) body {
 		owner, validate := ownerFlag(fs, "end")
 		handle := fs.String("handle", "", "end only the session with this handle (see 'sessions')")
+		dry := fs.Bool("dry-run", false, "list the sessions it would end, and end none")
 		return body{validate, func(ctx context.Context, a *app, c *conn) error {
-			return a.keyedStore(ctx, c, "nothing was deleted", func(s *mongostore.Store, none string) error { return a.end(ctx, s, none, *owner, *handle) })
+			return a.keyedStore(ctx, c, "nothing was deleted", func(s *mongostore.Store, none string) error {
+				if *dry {
+					return a.wouldEnd(ctx, s, none, *owner, *handle)
+				}
+				return a.end(ctx, s, none, *owner, *handle)
+			})
 		}}
 	},
+}
+
+// wouldEnd lists the sessions end would end, and ends none.
+func (a *app) wouldEnd(ctx context.Context, store *mongostore.Store, none, owner, handle string) error {
+	which := map[bool]string{true: "every session of " + fmt.Sprintf("%q", owner), false: "the one with handle " + handle}[handle == ""]
+	fmt.Fprintf(a.stdout, "a dry run, nothing was ended: end would end %s of these:\n", which)
+	return a.sessions(ctx, store, none, owner, false)
 }
 
 // ownerFlag defines -owner on fs; it returns it, and the check that it is given.
@@ -223,9 +237,9 @@ func (a *app) sessionsOf(c *conn, docs []bson.Raw, err error) ([]bson.Raw, error
 		for _, e := range elems[:min(len(elems), 8)] {
 			names = append(names, e.Key())
 		}
-		return nil, fmt.Errorf("%s does not hold mongostore sessions: none of the %s sampled has the fields of a session (v, rev, data, "+
-			"mac, …); the first has %s: check DB_NAME or -db, and SESSION_COLLECTION or -collection",
-			c.name(), plural(len(docs), "document"), strings.Join(names, ", "))
+		return nil, fmt.Errorf("%s does not hold mongostore sessions: none of the documents sampled (%d) has the fields of a "+
+			"session (v, rev, data, mac, …); the first has %s: check DB_NAME or -db, and SESSION_COLLECTION or -collection",
+			c.name(), len(docs), strings.Join(names, ", "))
 	case len(sessions) < len(docs):
 		fmt.Fprintf(a.stderr, "mongostore-admin: warning: %d of the %d documents sampled from %s are not sessions\n",
 			len(docs)-len(sessions), len(docs), c.name())
@@ -240,6 +254,6 @@ func (a *app) checkKeys(store *mongostore.Store, c *conn, sessions []bson.Raw, d
 	}
 	first := store.CheckDocument(sessions[0])
 	names := map[bool]string{false: "SESSION_KEY", true: "SESSION_KEY and SESSION_BLOCK_KEY"}[a.getenv("SESSION_BLOCK_KEY") != ""]
-	return fmt.Errorf("the keys of %s do not match the application's: none of the %s sampled from %s "+
-		"can be read with them (%v); %s", names, plural(len(sessions), "session"), c.name(), first, done)
+	return fmt.Errorf("the keys of %s do not match the application's: none of the sessions sampled from %s (%d) "+
+		"can be read with them (%v); %s", names, c.name(), len(sessions), first, done)
 }

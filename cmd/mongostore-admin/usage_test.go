@@ -92,7 +92,10 @@ func TestUnreachable(t *testing.T) {
 			if r.took > 10*time.Second {
 				t.Errorf("gave up after %v, want within seconds", r.took)
 			}
-			mustContain(t, "stderr", r.stderr, "cannot reach "+addr+" (the server in MONGODB_URI)")
+			mustContain(t, "stderr", r.stderr, "cannot reach "+addr+" (the server in MONGODB_URI): the connection was refused; check")
+			if lines := strings.Count(strings.TrimSpace(r.stderr), "\n") + 1; lines != 1 || strings.Contains(r.stderr, "opology") {
+				t.Errorf("stderr has %d lines, or the driver's topology: %s", lines, r.stderr)
+			}
 			if strings.Contains(r.stderr+r.stdout, "s3cr") {
 				t.Error("the output shows the password")
 			}

@@ -6,9 +6,11 @@ package connstr
 
 import (
 	"cmp"
+	"fmt"
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // split returns the parts of the connection string uri between its scheme
@@ -102,3 +104,22 @@ func MaskParseError(msg, uri string) string {
 
 // word matches a quoted string or a word of an error message.
 var word = regexp.MustCompile(`"[^"]*"|[^\s"'=,;()]+`)
+
+// Unreachable says in a few words why a ping of the server failed, without
+// the driver's description of its topology; timeout is how long the
+// driver looked for a server.
+func Unreachable(err error, timeout time.Duration) string {
+	msg := strings.ToLower(err.Error())
+	for _, cause := range [...]struct{ in, says string }{
+		{"connection refused", "the connection was refused"},
+		{"no such host", "the host name is unknown"},
+		{"auth", "authentication failed"},
+		{"tls", "the TLS handshake failed"},
+		{"certificate", "the TLS handshake failed"},
+	} {
+		if strings.Contains(msg, cause.in) {
+			return cause.says
+		}
+	}
+	return fmt.Sprintf("no server answered within %v", timeout)
+}
