@@ -38,7 +38,7 @@ const (
 	fieldSID       = "sid"       // format 3: the hex SHA-256 of the current secret
 	fieldRev       = "rev"       // revision: 1 when inserted, one more at every save
 	fieldData      = "data"      // the encoded values in an envelope (see sealer.wrap)
-	fieldMAC       = "mac"       // HMAC-SHA256 of every field above and below but owner
+	fieldMAC       = "mac"       // HMAC-SHA256 of every field above and below but owner and the lock's
 	fieldCreatedAt = "createdAt" // when the session began; the absolute timeout counts from it
 	fieldUpdatedAt = "updatedAt" // when it was last saved
 	fieldExpiresAt = "expiresAt" // when it ends; the TTL index deletes it then
@@ -455,12 +455,20 @@ func ownedFilter(owners []string) bson.D {
 // findOwned returns the sessions live at now whose owner digest is one of
 // owners, at most maxOwned, from the owner index: it reads past the expired
 // ones that the TTL monitor or the GC has not deleted yet.
+// Each document comes once: DocumentDB can return one twice from an index
+// whose entries for it changed a moment before.
 func (c collection) findOwned(ctx context.Context, owners []string, now time.Time) ([]bson.Raw, error) {
 	cur, err := c.c.Find(ctx, ownedFilter(owners))
 	if err != nil {
 		return nil, dbError("list sessions", err)
 	}
-	return all(ctx, cur, "list sessions", maxOwned, func(doc bson.Raw) bool { return live(doc, now) })
+	seen := map[string]bool{}
+	return all(ctx, cur, "list sessions", maxOwned, func(doc bson.Raw) bool {
+		id, _ := doc.Lookup(fieldID).StringValueOK()
+		first := !seen[id]
+		seen[id] = true
+		return first && live(doc, now)
+	})
 }
 
 // all reads the documents of cur that keep says to keep, at most limit.

@@ -66,12 +66,14 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 		err = fmt.Errorf("%w: it ended before its lock was taken", ErrSessionGone)
 	}
 	sp.end(err)
-	if err == nil { // the request's other cookies, as loaded first
-		locked := s.states.get(session)
-		locked.others = st.others
-		s.states.set(session, locked)
+	if err != nil { // the session stays as loaded: a later save finds what became of it
+		s.states.set(session, st)
+		return unlock, err
 	}
-	return func() { s.unlock(r.Context(), session) }, err
+	locked := s.states.get(session)
+	locked.others = st.others // the request's other cookies, as loaded first
+	s.states.set(session, locked)
+	return func() { s.unlock(r.Context(), session) }, nil
 }
 
 // fetch reads the document chain, taking its lock for holder if not "":

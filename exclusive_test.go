@@ -375,3 +375,65 @@ func TestLockedDocumentsStillLoad(t *testing.T) {
 		t.Fatalf("Lock(nil session) = %v", err)
 	}
 }
+
+// TestFailedLockKeepsTheSession: when Lock fails inside the plain
+// middleware (another request holds the lock past LockWait, or the session
+// ended meanwhile), the session stays as loaded: the middleware saves it
+// as any other (never as a new session), and an ending stays ended.
+func TestFailedLockKeepsTheSession(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone, LockWait: 200 * time.Millisecond})
+	b, token := saveNewSession(t, f, map[any]any{"k": "v"})
+	r, held := loaded(t, f, b)
+	unlock, err := f.store.Lock(r, held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		before func()
+		want   error
+		docs   int64
+	}{
+		{"locked elsewhere", func() {}, ErrLocked, 1},
+		{"ended meanwhile", func() {
+			unlock()
+			b.do(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := f.store.Get(r, testSessionName)
+				s.Options.MaxAge = -1
+				if err := s.Save(r, w); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}, ErrSessionGone, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			req := b.request()
+			sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				s.Values["k"] = "changed"
+				tc.before()
+				if _, err := f.store.Lock(r, s); !errors.Is(err, tc.want) {
+					t.Errorf("Lock = %v, want %v", err, tc.want)
+				}
+				http.Error(w, "busy", http.StatusServiceUnavailable)
+			}).ServeHTTP(rec, req)
+			c := responseCookie(rec.Header(), testSessionName)
+			if c != nil && c.MaxAge >= 0 && (tc.docs == 0 || docID(cookieToken(t, f, c.Value)) != docID(token)) {
+				t.Errorf("the response sets a session cookie of another session: %v", c)
+			}
+			if n := f.count(t); n != tc.docs {
+				t.Errorf("%d documents, want %d", n, tc.docs)
+			}
+		})
+	}
+}
+
+// cookieToken returns the token a cookie value of f's store holds.
+func cookieToken(t *testing.T, f *storeFixture, value string) string {
+	t.Helper()
+	token, _, err := f.store.cookies.decode(testSessionName, value)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return token
+}

@@ -79,7 +79,11 @@ func (s *Store) newSession(r *http.Request, name string, locked bool) (*sessions
 			l.holder, timeout = newHolderID(), timeout+s.cfg.LockWait
 		}
 		ctx, cancel := context.WithTimeout(ctx, timeout)
-		sp.outcome, sp.size, sp.wait, err = s.load(ctx, &l)
+		var waited time.Duration
+		sp.outcome, sp.size, waited, err = s.load(ctx, &l)
+		if locked {
+			sp.wait = waited
+		}
 		cancel()
 	}
 	sp.end(err)

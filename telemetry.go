@@ -60,12 +60,13 @@ const (
 	outcomeNotEnded                     // EndSession: no such session, or the request's own
 	outcomeGone                         // ErrSessionGone
 	outcomeConflict                     // ErrConflict
+	outcomeLocked                       // ErrLocked
 	outcomeError                        // any other error
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{"ok", "loaded", "new", "expired", "invalid_cookie", "unreadable", "inserted",
-	"updated", "touched", "merged", "regenerated", "ended", "not_ended", "gone", "conflict", "error"}
+	"updated", "touched", "merged", "regenerated", "ended", "not_ended", "gone", "conflict", "locked", "error"}
 
 // errorKinds are the error.type values, by the error an operation returned
 // wrapping it (the first that matches), and the outcome each gives. Any
@@ -77,6 +78,7 @@ var errorKinds = [...]struct {
 }{
 	{ErrSessionGone, "session_gone", outcomeGone},
 	{ErrConflict, "conflict", outcomeConflict},
+	{ErrLocked, "locked", outcomeLocked},
 	{ErrInvalidCookie, "invalid_cookie", outcomeInvalidCookie},
 	{ErrDecode, "decode", outcomeUnreadable},
 	{ErrEncode, "encode", outcomeError},
