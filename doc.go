@@ -29,6 +29,13 @@
 // middleware loads and saves for a handler, just before the response
 // headers go out, and only what changed or is due to slide its expiry.
 //
+// Concurrent requests of one session have their changes merged key by key.
+// A handler that reads, decides and writes (a one-time token) runs in an
+// exclusive section instead, Middleware(name, onError, Exclusive()) or
+// Store.Lock: the requests of one session that ask for it run one at a
+// time across every process sharing the collection, holding a lease on its
+// document (Config.LockWait, Config.LockLease, ErrLocked, EventLocked).
+//
 // A session lives unused for its Options.MaxAge, at most
 // Config.AbsoluteTimeout from its creation. A TTL index deletes its document
 // when it expires, or a GC goroutine on servers without TTL (ExpiryAuto

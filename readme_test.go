@@ -304,7 +304,7 @@ func TestReadmeShape(t *testing.T) {
 	for _, want := range []struct{ what, re string }{
 		{"the install command", "(?m)^go get github\\.com/mongostore/mongostore$"},
 		{"the quick start (its heading and the opening of its program)", "(?m)^## Quick start\\n\\n```go\\npackage main\\n"},
-		{"the command that runs the sample app", "(?m)^cd example && go run \\."},
+		{"the command that runs the sample app", "(?m)^make run\\b"},
 		{"the command that runs the tests", "(?m)^make test\\b"},
 	} {
 		if !regexp.MustCompile(want.re).MatchString(top) {
