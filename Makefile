@@ -81,12 +81,16 @@ fuzz:
 
 # Go benchmarks of the bench module (bench/bench_test.go): the store's load,
 # save and middleware beside the bare driver sending the same commands, and
-# the default codec's share, with allocations; against MONGODB_URI or, when
-# it is empty, an embedded FerretDB v1 server in process. Extra flags in
+# the default codec's share, with allocations and CPU time per operation;
+# against MONGODB_URI or, when it is empty, an embedded FerretDB v1 server
+# in process. It ends with the table of what the store costs beyond the
+# bare driver (bench table; docs/performance.md shows one). Extra flags in
 # BENCH_FLAGS, e.g. BENCH_FLAGS='-benchtime=2000x -bench=Load'.
 BENCH_FLAGS ?=
 bench:
-	$(GO) test -C bench -run='^$$' -bench=. -benchmem -count=1 $(BENCH_FLAGS) .
+	@out=$$(mktemp); trap 'rm -f "$$out"' EXIT; \
+	$(GO) test -C bench -run='^$$' -bench=. -benchmem -count=1 $(BENCH_FLAGS) . | tee "$$out" && \
+	echo && $(GO) run -C bench . table < "$$out"
 
 # go run prints nothing while it builds: say so first.
 run:

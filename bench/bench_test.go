@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/gorilla/sessions"
@@ -210,15 +211,44 @@ func (w *writer) Header() http.Header         { return w.h }
 func (w *writer) Write(p []byte) (int, error) { return len(p), nil }
 func (w *writer) WriteHeader(code int)        { w.code = code }
 
-// subs runs sub-benchmarks called names, each looping over its op.
+// subs runs sub-benchmarks called names, each looping over its op, and
+// reports, beside the allocations, the process's CPU time (user and
+// system: the driver's goroutines and the GC count too) per op.
 func subs(b *testing.B, names []string, ops ...func(*testing.B)) {
 	for i, op := range ops {
 		b.Run(names[i], func(b *testing.B) {
 			b.ReportAllocs()
+			start := cpuTime()
 			for b.Loop() {
 				op(b)
 			}
+			b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
 		})
+	}
+}
+
+// cpuTime returns the process's user and system time so far, in ns.
+func cpuTime() int64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// TestTable: bench table pairs each store variant with its driver's.
+func TestTable(t *testing.T) {
+	in := `BenchmarkLoad/store-2   300   1229864 ns/op   12602 B/op   153 allocs/op   41000 cpu-ns/op
+BenchmarkLoad/driver-2  300   1159105 ns/op   7435 B/op    72 allocs/op    30000 cpu-ns/op
+BenchmarkMiddleware/ro/store-2  300  1 ns/op  1 B/op  155 allocs/op  50000 cpu-ns/op
+BenchmarkMiddleware/ro/driver-2  300  1 ns/op  1 B/op  78 allocs/op  20000 cpu-ns/op
+`
+	var out bytes.Buffer
+	if err := table(strings.NewReader(in), &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| Load | store | 153 | 72 | +81 | 41 | 30 | +11 |", "| Middleware/ro | store | 155 | 78 | +77 | 50 | 20 | +30 |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
 	}
 }
 

@@ -6,6 +6,7 @@
 //	bench conc [flags]     # make bench-conc: lost updates of one client's overlapping requests (conc.go)
 //	bench rekey [flags]    # Store.Rekey's throughput over -n stored sessions (rekey.go)
 //	bench filters [flags]  # what each condition of a save's filter costs the server (filters.go)
+//	bench table            # the Go benchmarks' output (stdin) as the store-against-driver table (table.go)
 //
 // on $MONGODB_URI, -uri, or else an embedded FerretDB v1 server in process.
 // Exit status 1: the run failed; 2: bad usage. Every call to mongostore is
@@ -53,6 +54,9 @@ func main() {
 // run runs the subcommand of args, printing to out (flag errors to stderr). A
 // subcommand registers its flags, returns their check ("" if right) and run.
 func run(ctx context.Context, args []string, out, stderr io.Writer) (err error) {
+	if len(args) > 0 && args[0] == "table" {
+		return table(os.Stdin, out)
+	}
 	cmds := map[string]func(*flag.FlagSet, *common) (func() string, func(context.Context, io.Writer) error){"scale": scale, "http": httpBench, "conc": conc, "rekey": rekeyBench, "filters": filtersBench}
 	if len(args) == 0 || cmds[args[0]] == nil {
 		return fmt.Errorf("%w: bench scale|http|conc|rekey|filters [flags]", errUsage)
