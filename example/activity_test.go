@@ -333,7 +333,7 @@ func TestActivityLogPage(t *testing.T) {
 }
 
 // limitNoticeRE finds the limit notice of a page of sessions.
-var limitNoticeRE = regexp.MustCompile(`<p class="notice" id="limit-notice" role="status">([^<]*)</p>`)
+var limitNoticeRE = regexp.MustCompile(`<p class="flash warning" id="limit-notice" role="status">([^<]*)</p>`)
 
 // TestSessionLimit logs in three times with a limit of two sessions per
 // user: the first device is signed out, and the page of sessions of the

@@ -11,6 +11,8 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,9 +22,10 @@ import (
 
 // Names of the cookies and of the session values.
 const (
-	sessionName = "session" // the mongostore session: who is logged in
-	flashName   = "flash"   // a cookie-only session for messages that outlive a logout
-	userKey     = "user"    // session value: the logged-in user's name
+	sessionName = "session"      // the mongostore session: who is logged in
+	flashName   = "flash"        // a cookie-only session for messages that outlive a logout
+	hintName    = "session-hint" // when the logged-in session expires if unused (see ended.go)
+	userKey     = "user"         // session value: the logged-in user's name
 
 	// hostPrefix starts the cookies' names when they are Secure: browsers
 	// then accept them only if Secure, with Path "/" and no Domain, so that
@@ -84,6 +87,8 @@ type app struct {
 	store       *mongostore.Store
 	sessionName string // the session cookie's name: sessionName, maybe prefixed
 	flashName   string // the flash cookie's name: flashName, maybe prefixed
+	hintName    string // the hint cookie's name: hintName, maybe prefixed
+	secure      bool   // the cookies are Secure (COOKIE_SECURE)
 	flashes     *sessions.CookieStore
 	users       *userDB
 	ping        func(context.Context) error
@@ -98,11 +103,11 @@ type app struct {
 
 // newApp returns the app's HTTP handler:
 //
-//	GET  /login                the login form (or a redirect to / when logged in)
-//	POST /login                checks the form; 303 to / on success, 401 with the form otherwise
+//	GET  /login                the login form (or a redirect to the page asked for when logged in)
+//	POST /login                checks the form; 303 to the page asked for (the field next) or /, 401 with the form otherwise
 //	GET  /                     the logged-in user and what the store keeps of the session; 303 to /login otherwise
 //	POST /logout               deletes the session and its cookie; 303 to /login
-//	GET  /sessions             the user's sessions on all their devices; 303 to /login otherwise
+//	GET  /sessions             the user's sessions on all their devices; 303 to /login?next=/sessions otherwise
 //	POST /sessions/end         ends the user's session named by the form field handle; 303 to /sessions
 //	POST /sessions/end-others  ends all the user's sessions but this one; 303 to /sessions
 //	GET  /healthz              200 when the database answers a ping, 503 otherwise
@@ -110,7 +115,9 @@ type app struct {
 //	GET  /static/style.css
 //
 // Any other path gets the 404 page, in the app's layout (a path above with
-// another method, 405). Cross-origin POSTs are refused with 403
+// another method, the 405 page). A session cookie that leads to no live
+// session is expired in the response that finds it, with a notice that
+// says why (ended.go). Cross-origin POSTs are refused with 403
 // (http.CrossOriginProtection), and every response carries security
 // headers.
 func newApp(opts appOptions) (http.Handler, error) {
@@ -128,6 +135,8 @@ func newApp(opts appOptions) (http.Handler, error) {
 		store:       opts.Store,
 		sessionName: sessionName,
 		flashName:   flashName,
+		hintName:    hintName,
+		secure:      opts.Store.Options.Secure,
 		flashes:     newFlashStore(opts.SessionKey, opts.Store.Options.Secure),
 		users:       opts.Users,
 		ping:        opts.Ping,
@@ -140,7 +149,7 @@ func newApp(opts appOptions) (http.Handler, error) {
 		pages:       pages,
 	}
 	if opts.Store.Options.Secure {
-		a.sessionName, a.flashName = hostPrefix+sessionName, hostPrefix+flashName
+		a.sessionName, a.flashName, a.hintName = hostPrefix+sessionName, hostPrefix+flashName, hostPrefix+hintName
 	}
 	csrf := http.NewCrossOriginProtection()
 	csrf.SetDenyHandler(http.HandlerFunc(a.crossOriginDenied))
@@ -194,13 +203,15 @@ func (a *app) routes(metrics http.Handler) *http.ServeMux {
 }
 
 // notFound answers the requests that no other route of mux takes: the 404
-// page, or 405 with the Allow header for a path that routes serve with
-// other methods only (what mux would answer without this catch-all).
+// page, or the 405 page with the Allow header for a path that routes serve
+// with other methods only (what mux would answer without this catch-all,
+// in the app's layout).
 func (a *app) notFound(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if allow := allowedMethods(mux, r); len(allow) > 0 {
 			w.Header().Set("Allow", strings.Join(allow, ", "))
-			http.Error(w, http.StatusText(http.StatusMethodNotAllowed), http.StatusMethodNotAllowed)
+			page := methodPage{FormOnly: !slices.Contains(allow, http.MethodGet), Allow: allow}
+			a.render(w, http.StatusMethodNotAllowed, "method", page)
 			return
 		}
 		a.render(w, http.StatusNotFound, "notfound", notFoundPage{})
@@ -236,7 +247,7 @@ func parsePages() (map[string]*template.Template, error) {
 		"breakAfterSlashes": breakAfterSlashes,
 	}
 	pages := map[string]*template.Template{}
-	for _, name := range []string{"login", "home", "sessions", "notfound"} {
+	for _, name := range []string{"login", "home", "sessions", "notfound", "method"} {
 		t, err := template.New(name).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+name+".html")
 		if err != nil {
 			return nil, fmt.Errorf("parse template %s: %w", name, err)
@@ -273,19 +284,32 @@ func deriveKey(key []byte, purpose string) []byte {
 
 // loginPage is the data of the login page.
 type loginPage struct {
-	Flashes  []string
+	Flashes  []flash
 	Username string
 	Error    string
+	// Next is the page to return to after the login, a path of this site
+	// (see returnTo); "" for the home page.
+	Next string
 }
 
 // notFoundPage is the data of the 404 page.
 type notFoundPage struct {
-	Flashes []string // none: the layout shows them
+	Flashes []flash // none: the layout shows them
+}
+
+// methodPage is the data of the 405 page.
+type methodPage struct {
+	Flashes []flash // none: the layout shows them
+	// FormOnly says the path takes forms only (POST): the app's buttons
+	// send them, and typing its address in opens nothing.
+	FormOnly bool
+	// Allow are the methods the path takes, as the Allow header lists them.
+	Allow []string
 }
 
 // homePage is the data of the page of a logged-in user.
 type homePage struct {
-	Flashes  []string
+	Flashes  []flash
 	Username string
 	// Times are the session's times as stored.
 	Times mongostore.SessionTimes
@@ -335,18 +359,23 @@ func humanDuration(d time.Duration) string {
 	return b.String()
 }
 
-// loginForm serves GET /login.
+// loginForm serves GET /login. The query's next is the page to return to
+// after the login.
 func (a *app) loginForm(w http.ResponseWriter, r *http.Request) {
 	sess := a.session(r)
+	next := returnTo(r.URL.Query().Get("next"))
 	if _, ok := sess.Values[userKey].(string); ok {
-		http.Redirect(w, r, "/", http.StatusSeeOther)
+		http.Redirect(w, r, cmpOr(next, "/"), http.StatusSeeOther)
 		return
 	}
-	flashes := append(a.takeFlashCookie(w, r), stringFlashes(sess)...)
-	a.render(w, http.StatusOK, "login", loginPage{Flashes: flashes})
+	flashes := append(a.takeFlashCookie(w, r), takeFlashes(sess)...)
+	if notice, ok := a.deadSession(w, r); ok {
+		flashes = append(flashes, notice)
+	}
+	a.render(w, http.StatusOK, "login", loginPage{Flashes: flashes, Next: next})
 }
 
-// login serves POST /login.
+// login serves POST /login. The form's next is the page to return to.
 func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
 	if err := r.ParseForm(); err != nil {
@@ -355,9 +384,14 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	}
 	name := strings.TrimSpace(r.PostForm.Get("username"))
 	password := r.PostForm.Get("password")
+	next := returnTo(r.PostForm.Get("next"))
 	if len(name) > maxNameLen || !a.users.authenticate(name, password) {
 		a.logger.Info("login failed") // no name or address: no user data in logs
-		a.render(w, http.StatusUnauthorized, "login", loginPage{Username: name, Error: "Wrong username or password."})
+		page := loginPage{Username: name, Error: "Wrong username or password.", Next: next}
+		if notice, ok := a.deadSession(w, r); ok {
+			page.Flashes = []flash{notice}
+		}
+		a.render(w, http.StatusUnauthorized, "login", page)
 		return
 	}
 
@@ -370,7 +404,7 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	if err := a.store.Restart(r, sess); err != nil {
 		// Nothing is written under the old ID after a failed Restart.
 		a.logger.Error("login: end the anonymous session", "error", err.Error())
-		a.render(w, http.StatusServiceUnavailable, "login", loginPage{Username: name, Error: "Sorry, we could not log you in. Please try again."})
+		a.render(w, http.StatusServiceUnavailable, "login", loginPage{Username: name, Error: "Sorry, we could not log you in. Please try again.", Next: next})
 		return
 	}
 	sess.Values[userKey] = name
@@ -378,11 +412,42 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 	// (/sessions), with a label of the device made from the User-Agent:
 	// the kind of browser and system only.
 	mongostore.SetOwner(sess, name, deviceLabel(r.UserAgent()))
-	sess.AddFlash("Welcome, " + name + "!") // the page says who is logged in
+	addFlash(sess, flash{kindSuccess, "Welcome, " + name + "!"}) // the page says who is logged in
+	a.setHint(w, sess)
 	// The middleware stores the session, under a fresh ID, and sets its
 	// cookie before the redirect goes out.
 	a.logger.Info("login")
-	http.Redirect(w, r, "/", http.StatusSeeOther)
+	http.Redirect(w, r, cmpOr(next, "/"), http.StatusSeeOther)
+}
+
+// returnTo returns next, the page a login is to return to, if it is a
+// path of this site other than the home page, else "". A path starts with
+// one "/" and holds no backslash (browsers read "/\host" as "//host"), no
+// space or control character (they drop a tab or a newline: "/\t/host"),
+// no scheme and no host: anything else could send the user to another
+// site after the login (an open redirect).
+func returnTo(next string) string {
+	if len(next) < 2 || next[0] != '/' || next[1] == '/' || strings.ContainsFunc(next, func(r rune) bool {
+		return r <= ' ' || r == 0x7f || r == '\\'
+	}) {
+		return ""
+	}
+	if u, err := url.Parse(next); err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+		return ""
+	}
+	return next
+}
+
+// loginURL returns the address of the login form that returns to the page
+// of r after the login: its path and query, for a GET (or HEAD) of a page
+// other than the home page.
+func loginURL(r *http.Request) string {
+	page := r.URL.RequestURI()
+	if (r.Method != http.MethodGet && r.Method != http.MethodHead) || returnTo(page) == "" {
+		return "/login"
+	}
+	// A "/" needs no escaping in a query: ?next=/sessions reads better.
+	return "/login?next=" + strings.ReplaceAll(url.QueryEscape(page), "%2F", "/")
 }
 
 // home serves GET /.
@@ -391,7 +456,7 @@ func (a *app) home(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	flashes := stringFlashes(sess)
+	flashes := takeFlashes(sess)
 
 	// The middleware saves the session, if it must (the flashes were
 	// taken, or its expiry is due to slide), as the header goes out.
@@ -432,15 +497,15 @@ func (a *app) session(r *http.Request) *sessions.Session {
 	return sess
 }
 
-// toLogin answers a request that needs a logged-in session, which sess is
-// not, with a redirect to the login form. When the request carried a
-// session cookie that led to no session, the form says why: the session
-// expired, or was signed out from another device.
-func (a *app) toLogin(w http.ResponseWriter, r *http.Request, sess *sessions.Session) {
-	if _, err := r.Cookie(a.sessionName); err == nil && sess.IsNew {
-		a.addFlashCookie(w, r, "Your session has ended: it expired, or was signed out from another device. Please log in again.")
+// toLogin answers a request that needs a logged-in session, which the
+// request has not, with a redirect to the login form, which returns to the
+// page asked for. When the request came back with a session that ended,
+// the form says why (see deadSession).
+func (a *app) toLogin(w http.ResponseWriter, r *http.Request) {
+	if notice, ok := a.deadSession(w, r); ok {
+		a.addFlashCookie(w, r, notice)
 	}
-	http.Redirect(w, r, "/login", http.StatusSeeOther)
+	http.Redirect(w, r, loginURL(r), http.StatusSeeOther)
 }
 
 // logout serves POST /logout.
@@ -452,8 +517,9 @@ func (a *app) logout(w http.ResponseWriter, r *http.Request) {
 	// The middleware deletes the document and expires the cookie (also a
 	// cookie that led to no session: expired or tampered).
 	sess.Options.MaxAge = -1
+	a.clearHint(w)
 	// The session is gone, so the message goes in a cookie of its own.
-	a.addFlashCookie(w, r, "You have been logged out.")
+	a.addFlashCookie(w, r, flash{kindSuccess, "You have been logged out."})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
@@ -499,33 +565,59 @@ func setPageHeaders(w http.ResponseWriter) {
 	w.Header().Set("Cache-Control", "no-store")
 }
 
-// stringFlashes takes the flash messages out of sess.
-func stringFlashes(sess *sessions.Session) []string {
-	var out []string
+// Kinds of flash messages, which colour them: each is a CSS class.
+const (
+	kindSuccess = "success" // something the user asked for was done: green
+	kindInfo    = "info"    // how things stand, nothing wrong: blue
+	kindWarning = "warning" // something the user did not ask for happened: amber
+)
+
+// flash is a message for the next page the user sees.
+type flash struct {
+	Kind string // kindSuccess, kindInfo or kindWarning
+	Text string
+}
+
+// addFlash adds f to the flash messages of sess (the session, or the flash
+// cookie's), as a []string of its kind and text: a type that the store's
+// codec and gob (the flash cookie's) encode with no registration.
+func addFlash(sess *sessions.Session, f flash) {
+	sess.AddFlash([]string{f.Kind, f.Text})
+}
+
+// takeFlashes takes the flash messages out of sess. A message stored as a
+// bare string, by an earlier version of the app, is information.
+func takeFlashes(sess *sessions.Session) []flash {
+	var out []flash
 	for _, f := range sess.Flashes() {
-		if s, ok := f.(string); ok {
-			out = append(out, s)
+		switch f := f.(type) {
+		case []string:
+			if len(f) == 2 && slices.Contains([]string{kindSuccess, kindInfo, kindWarning}, f[0]) {
+				out = append(out, flash{f[0], f[1]})
+			}
+		case string:
+			out = append(out, flash{kindInfo, f})
 		}
 	}
 	return out
 }
 
 // addFlashCookie adds a flash message to the flash cookie.
-func (a *app) addFlashCookie(w http.ResponseWriter, r *http.Request, msg string) {
+func (a *app) addFlashCookie(w http.ResponseWriter, r *http.Request, f flash) {
 	fs, _ := a.flashes.Get(r, a.flashName) // an unreadable cookie gives a fresh session
-	fs.AddFlash(msg)
+	addFlash(fs, f)
 	if err := fs.Save(r, w); err != nil {
 		a.logger.Error("save flash cookie", "error", err.Error())
 	}
 }
 
 // takeFlashCookie returns the messages of the flash cookie and deletes it.
-func (a *app) takeFlashCookie(w http.ResponseWriter, r *http.Request) []string {
+func (a *app) takeFlashCookie(w http.ResponseWriter, r *http.Request) []flash {
 	if _, err := r.Cookie(a.flashName); err != nil {
 		return nil
 	}
 	fs, _ := a.flashes.Get(r, a.flashName)
-	msgs := stringFlashes(fs)
+	msgs := takeFlashes(fs)
 	fs.Options.MaxAge = -1
 	if err := fs.Save(r, w); err != nil {
 		a.logger.Error("delete flash cookie", "error", err.Error())

@@ -56,7 +56,7 @@ func TestLoginHomeLogout(t *testing.T) {
 
 	r = b.get("/")
 	wantStatus(t, "GET / after login", r, http.StatusOK, "")
-	for _, want := range []string{`<strong id="current-user">demo</strong>`, "<p class=\"flash\" role=\"status\">Welcome, demo!</p>", "Expires if you stay idle"} {
+	for _, want := range []string{`<strong id="current-user">demo</strong>`, `<p class="flash success" role="status">Welcome, demo!</p>`, "Expires if you stay idle"} {
 		if !strings.Contains(r.body, want) {
 			t.Errorf("home page lacks %q:\n%s", want, r.body)
 		}
@@ -89,9 +89,7 @@ func TestLoginHomeLogout(t *testing.T) {
 
 	r = b.get("/login")
 	wantStatus(t, "GET /login after logout", r, http.StatusOK, "")
-	if !strings.Contains(r.body, "You have been logged out.") {
-		t.Errorf("no logout message on the login page:\n%s", r.body)
-	}
+	wantFlash(t, r, kindSuccess, "You have been logged out.")
 	if r = b.get("/login"); strings.Contains(r.body, "You have been logged out.") {
 		t.Error("the logout flash message is shown twice")
 	}
@@ -187,6 +185,110 @@ func TestWrongPassword(t *testing.T) {
 	}
 }
 
+// TestReturnTo checks which pages a login may return to: paths of this
+// site only, never another site's address in any of the forms browsers
+// read as one.
+func TestReturnTo(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ next, want string }{
+		{"/sessions", "/sessions"},
+		{"/sessions?tab=2#activity", "/sessions?tab=2#activity"},
+		{"/a/b/../c", "/a/b/../c"},
+		{"/%2F/evil.example", "/%2F/evil.example"}, // a path: browsers do not decode %2F
+		{"/http://evil.example", "/http://evil.example"},
+		{"/", ""}, // the home page, where a login goes anyway
+		{"", ""},
+		{"sessions", ""},
+		{"//evil.example", ""},
+		{"//evil.example/sessions", ""},
+		{"///evil.example", ""},
+		{"/\\evil.example", ""},
+		{"/\\/evil.example", ""},
+		{"/sessions\\..", ""},
+		{"/\t/evil.example", ""},
+		{"/\n/evil.example", ""},
+		{"/\r\nLocation: http://evil.example", ""},
+		{" /sessions", ""},
+		{"/ /evil.example", ""},
+		{"/\x7f", ""},
+		{"https://evil.example/", ""},
+		{"http:/sessions", ""},
+		{"javascript:alert(1)", ""},
+		{"data:text/html,hi", ""},
+		{"\\\\evil.example", ""},
+		{"/%zz", ""}, // not a URL
+	} {
+		if got := returnTo(tc.next); got != tc.want {
+			t.Errorf("returnTo(%q) = %q, want %q", tc.next, got, tc.want)
+		}
+	}
+}
+
+// TestLoginURL checks where a request that needs a login is sent: the
+// login form, returning to the page asked for (GET) after the login.
+func TestLoginURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ method, target, want string }{
+		{http.MethodGet, "/sessions", "/login?next=/sessions"},
+		{http.MethodHead, "/sessions", "/login?next=/sessions"},
+		{http.MethodGet, "/", "/login"},
+		{http.MethodGet, "/sessions?a=1&b=%2F", "/login?next=/sessions%3Fa%3D1%26b%3D%252F"},
+		{http.MethodPost, "/sessions/end", "/login"},
+		{http.MethodPost, "/sessions/end-others", "/login"},
+	} {
+		r := httptest.NewRequest(tc.method, tc.target, nil)
+		got := loginURL(r)
+		if got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.method, tc.target, got, tc.want)
+			continue
+		}
+		u, err := url.Parse(got)
+		if next := u.Query().Get("next"); err != nil || next != "" && next != tc.target {
+			t.Errorf("%s %s: %q names the page %q (%v), want %q", tc.method, tc.target, got, next, err, tc.target)
+		}
+	}
+}
+
+// TestLoginReturnsToAskedPage checks that a login returns to the page that
+// sent the browser to the login form, which carries it in a hidden field
+// (also after a wrong password); and that a next that is not a path of
+// this site leads to the home page and is not put in the form.
+func TestLoginReturnsToAskedPage(t *testing.T) {
+	t.Parallel()
+	app := startApp(t, nil)
+	b := newBrowser(t, app.url)
+	r := b.get("/sessions")
+	wantStatus(t, "GET /sessions before login", r, http.StatusSeeOther, "/login?next=/sessions")
+	r = b.get(r.location)
+	wantStatus(t, "GET /login?next=/sessions", r, http.StatusOK, "")
+	const field = `<input type="hidden" name="next" value="/sessions">`
+	if !strings.Contains(r.body, field) || !strings.Contains(r.body, `id="next-note"`) {
+		t.Errorf("the login form lacks %s or the note that says where it goes on to:\n%s", field, r.body)
+	}
+	creds := func(password, next string) url.Values {
+		return url.Values{"username": {"demo"}, "password": {password}, "next": {next}}
+	}
+	r = b.post("/login", creds("wrong", "/sessions"))
+	wantStatus(t, "POST /login, wrong password", r, http.StatusUnauthorized, "")
+	if !strings.Contains(r.body, field) {
+		t.Errorf("the form after a wrong password lacks %s:\n%s", field, r.body)
+	}
+	wantStatus(t, "POST /login", b.post("/login", creds("demo", "/sessions")), http.StatusSeeOther, "/sessions")
+	wantStatus(t, "GET /sessions after login", b.get("/sessions"), http.StatusOK, "")
+	wantStatus(t, "GET /login?next=/sessions, logged in", b.get("/login?next=/sessions"), http.StatusSeeOther, "/sessions")
+	wantStatus(t, "GET /login?next=//evil.example, logged in", b.get("/login?next=//evil.example"), http.StatusSeeOther, "/")
+
+	for _, next := range []string{"//evil.example", "/\\evil.example", "https://evil.example/", "javascript:alert(1)", "/\t/evil.example", "/"} {
+		anon := newBrowser(t, app.url)
+		r := anon.get("/login?next=" + url.QueryEscape(next))
+		wantStatus(t, "GET /login with next "+next, r, http.StatusOK, "")
+		if strings.Contains(r.body, `name="next"`) || strings.Contains(r.body, `id="next-note"`) {
+			t.Errorf("next %q: the form keeps it:\n%s", next, r.body)
+		}
+		wantStatus(t, "POST /login with next "+next, anon.post("/login", creds("demo", next)), http.StatusSeeOther, "/")
+	}
+}
+
 var inputRE = regexp.MustCompile(`<input id="([^"]+)"[^>]*>`)
 
 // autofocused returns the id of the only input of a page with the
@@ -261,8 +363,8 @@ func TestSessionExpiry(t *testing.T) {
 	if left := time.Until(exp); left <= 0 || left > maxAge+100*time.Millisecond {
 		t.Fatalf("page says the session expires in %v, want about %v", left, maxAge)
 	}
-	if c := r.header.Get("Set-Cookie"); !strings.Contains(c, "Max-Age=2") && !strings.Contains(c, "Max-Age=1") {
-		t.Errorf("cookie %q, want Max-Age of at most 2 seconds", c)
+	if c := setCookies(t, r)[sessionName]; c == nil || c.MaxAge != 2 && c.MaxAge != 1 {
+		t.Errorf("session cookie %v, want Max-Age of at most 2 seconds", c)
 	}
 
 	// Keep the cookie: the jar drops it at its Max-Age, and the point is
@@ -677,9 +779,10 @@ func TestExpiryModeFollowsServer(t *testing.T) {
 }
 
 // TestCookieNames checks the names and attributes of every cookie the app
-// sets, at login, at logout and when the login form takes the logout
+// sets (the session's, the flash messages' and the hint's), at login, on a
+// logged-in page, at logout and when the login form takes the logout
 // message, over plain HTTP (local development) and with COOKIE_SECURE (the
-// app behind HTTPS): then both cookies are Secure and their names have the
+// app behind HTTPS): then all three are Secure and their names have the
 // __Host- prefix, so that no sibling subdomain can toss in a cookie of the
 // same name (a second session cookie in the request) and plain HTTP cannot
 // overwrite them. The requests carry the cookies by hand: a cookie jar
@@ -687,11 +790,11 @@ func TestExpiryModeFollowsServer(t *testing.T) {
 func TestCookieNames(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		secure         bool
-		session, flash string
+		secure               bool
+		session, flash, hint string
 	}{
-		{false, "session", "flash"},
-		{true, "__Host-session", "__Host-flash"},
+		{false, "session", "flash", "session-hint"},
+		{true, "__Host-session", "__Host-flash", "__Host-session-hint"},
 	} {
 		t.Run(fmt.Sprintf("COOKIE_SECURE=%v", tc.secure), func(t *testing.T) {
 			t.Parallel()
@@ -717,8 +820,8 @@ func TestCookieNames(t *testing.T) {
 						t.Fatalf("%s: Set-Cookie %q: %v", what, line, err)
 					}
 					names = append(names, c.Name)
-					if c.Name != tc.session && c.Name != tc.flash {
-						t.Errorf("%s: cookie %q set, want only %s and %s", what, c.Name, tc.session, tc.flash)
+					if c.Name != tc.session && c.Name != tc.flash && c.Name != tc.hint {
+						t.Errorf("%s: cookie %q set, want only %s, %s and %s", what, c.Name, tc.session, tc.flash, tc.hint)
 					}
 					if c.Secure != tc.secure || c.Path != "/" || c.Domain != "" || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode {
 						t.Errorf("%s: Set-Cookie %q: want Secure %v, Path=/, no Domain, HttpOnly, SameSite=Lax", what, line, tc.secure)
@@ -732,10 +835,7 @@ func TestCookieNames(t *testing.T) {
 				slices.Sort(names)
 				return names
 			}
-			both := []string{tc.flash, tc.session}
-			if tc.session < tc.flash {
-				both = []string{tc.session, tc.flash}
-			}
+			sorted := func(names ...string) []string { slices.Sort(names); return names }
 			for _, s := range []struct {
 				what, method, path string
 				form               url.Values
@@ -743,9 +843,11 @@ func TestCookieNames(t *testing.T) {
 				location           string
 				want               []string // the cookies set
 			}{
-				{"POST /login", http.MethodPost, "/login", url.Values{"username": {"demo"}, "password": {"demo"}}, http.StatusSeeOther, "/", []string{tc.session}},
-				{"GET / (takes the login's message)", http.MethodGet, "/", nil, http.StatusOK, "", []string{tc.session}}, // the session is saved: its cookie is sent again
-				{"POST /logout", http.MethodPost, "/logout", url.Values{}, http.StatusSeeOther, "/login", both},
+				{"POST /login", http.MethodPost, "/login", url.Values{"username": {"demo"}, "password": {"demo"}}, http.StatusSeeOther, "/", sorted(tc.session, tc.hint)},
+				// The session is saved: its cookie is sent again, and the
+				// hint with it, as on every logged-in page.
+				{"GET / (takes the login's message)", http.MethodGet, "/", nil, http.StatusOK, "", sorted(tc.session, tc.hint)},
+				{"POST /logout", http.MethodPost, "/logout", url.Values{}, http.StatusSeeOther, "/login", sorted(tc.session, tc.flash, tc.hint)},
 				{"GET /login (takes the logout message)", http.MethodGet, "/login", nil, http.StatusOK, "", []string{tc.flash}},
 			} {
 				if got := step(s.what, s.method, s.path, s.form, s.status, s.location); !slices.Equal(got, s.want) {
@@ -779,11 +881,11 @@ func TestSecureCookies(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Set-Cookie %q: %v", line, err)
 		}
-		if c.Name != "__Host-session" {
-			t.Errorf("cookie %q set; want only __Host-session", c.Name)
+		if c.Name != "__Host-session" && c.Name != "__Host-session-hint" {
+			t.Errorf("cookie %q set; want only __Host-session and __Host-session-hint", c.Name)
 			continue
 		}
-		found = true
+		found = found || c.Name == "__Host-session"
 		if !c.Secure || c.Path != "/" || c.Domain != "" || !c.HttpOnly || c.SameSite != http.SameSiteLaxMode {
 			t.Errorf("Set-Cookie %q: want Secure, Path=/, no Domain, HttpOnly, SameSite=Lax", line)
 		}
@@ -826,28 +928,39 @@ func TestSecureCookies(t *testing.T) {
 }
 
 // TestNotFound checks that a path the app does not serve gets its own 404
-// page, an HTML page in its layout with its style sheet and a viewport for
-// phones, that does not repeat the path; and that a path the app serves
-// with another method still gets 405 with the methods it allows.
+// page, and a path the app serves with another method its own 405 page,
+// with the methods it allows in the Allow header (GET /logout typed in the
+// address bar, for one): HTML pages in its layout with its style sheet and
+// a viewport for phones, that do not repeat the path.
 func TestNotFound(t *testing.T) {
 	t.Parallel()
 	app := startApp(t, nil)
 	b := newBrowser(t, app.url)
 	b.login("demo", "demo") // the page is the same for everybody, and touches no session
+	const (
+		notFound   = "Page not found"
+		notAllowed = "Not available this way"
+		formsOnly  = "This address takes the forms that the app's buttons send"
+		pageOnly   = "This address is a page to open, not one that takes forms."
+	)
 	for _, tc := range []struct {
 		method, path string
 		status       int
 		allow        string
+		title, says  string // the page's title, and what it says
 	}{
-		{http.MethodGet, "/no-such-page", http.StatusNotFound, ""},
-		{http.MethodGet, "/login/extra", http.StatusNotFound, ""},
-		{http.MethodGet, "/static/missing.css", http.StatusNotFound, ""},
-		{http.MethodGet, "/%3Cb%3Eplanted%3C/b%3E", http.StatusNotFound, ""},
-		{http.MethodPost, "/no-such-page", http.StatusNotFound, ""},
-		{http.MethodHead, "/no-such-page", http.StatusNotFound, ""},
-		{http.MethodGet, "/logout", http.StatusMethodNotAllowed, "POST"},
-		{http.MethodPost, "/", http.StatusMethodNotAllowed, "GET, HEAD"},
-		{http.MethodGet, "/sessions/end", http.StatusMethodNotAllowed, "POST"},
+		{http.MethodGet, "/no-such-page", http.StatusNotFound, "", notFound, "There is no page at this address."},
+		{http.MethodGet, "/login/extra", http.StatusNotFound, "", notFound, "There is no page at this address."},
+		{http.MethodGet, "/static/missing.css", http.StatusNotFound, "", notFound, "There is no page at this address."},
+		{http.MethodGet, "/%3Cb%3Eplanted%3C/b%3E", http.StatusNotFound, "", notFound, "There is no page at this address."},
+		{http.MethodPost, "/no-such-page", http.StatusNotFound, "", notFound, "There is no page at this address."},
+		{http.MethodHead, "/no-such-page", http.StatusNotFound, "", "", ""},
+		{http.MethodGet, "/logout", http.StatusMethodNotAllowed, "POST", notAllowed, formsOnly},
+		{http.MethodHead, "/logout", http.StatusMethodNotAllowed, "POST", "", ""},
+		{http.MethodPost, "/", http.StatusMethodNotAllowed, "GET, HEAD", notAllowed, pageOnly},
+		{http.MethodGet, "/sessions/end", http.StatusMethodNotAllowed, "POST", notAllowed, formsOnly},
+		{http.MethodGet, "/sessions/end-others", http.StatusMethodNotAllowed, "POST", notAllowed, formsOnly},
+		{http.MethodPost, "/healthz", http.StatusMethodNotAllowed, "GET, HEAD", notAllowed, pageOnly},
 	} {
 		what := tc.method + " " + tc.path
 		var form url.Values
@@ -861,11 +974,11 @@ func TestNotFound(t *testing.T) {
 		if c := r.header.Get("Set-Cookie"); c != "" {
 			t.Errorf("%s set a cookie: %s", what, c)
 		}
-		if tc.status != http.StatusNotFound || tc.method == http.MethodHead {
-			continue
-		}
 		if ct := r.header.Get("Content-Type"); ct != "text/html; charset=utf-8" {
 			t.Errorf("%s: Content-Type %q, want an HTML page", what, ct)
+		}
+		if tc.method == http.MethodHead {
+			continue
 		}
 		if csp := r.header.Get("Content-Security-Policy"); !strings.Contains(csp, "default-src 'none'") {
 			t.Errorf("%s: Content-Security-Policy %q", what, csp)
@@ -873,17 +986,21 @@ func TestNotFound(t *testing.T) {
 		for _, want := range []string{
 			`<meta name="viewport" content="width=device-width, initial-scale=1">`,
 			`<link rel="stylesheet" href="/static/style.css">`,
-			`<title>Page not found · mongostore example</title>`,
-			`<h1>Page not found</h1>`,
+			`<title>` + tc.title + ` · mongostore example</title>`,
+			`<h1>` + tc.title + `</h1>`,
+			tc.says,
 			`<a href="/" id="home-link">`,
 		} {
 			if !strings.Contains(r.body, want) {
 				t.Errorf("%s: the page lacks %s:\n%s", what, want, r.body)
 			}
 		}
-		if strings.Contains(r.body, "planted") || strings.Contains(r.body, tc.path) {
+		if tc.allow != "" && !strings.Contains(r.body, "<code>"+strings.ReplaceAll(tc.allow, ", ", "</code>, <code>")+"</code>") {
+			t.Errorf("%s: the page does not list the methods %s:\n%s", what, tc.allow, r.body)
+		}
+		if strings.Contains(r.body, "planted") || len(tc.path) > 1 && strings.Contains(r.body, tc.path) {
 			t.Errorf("%s: the page repeats the path:\n%s", what, r.body)
 		}
 	}
-	wantStatus(t, "GET / after the 404s", b.get("/"), http.StatusOK, "")
+	wantStatus(t, "GET / after the 404s and 405s", b.get("/"), http.StatusOK, "")
 }

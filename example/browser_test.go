@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -13,11 +15,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/mongostore/mongostore"
@@ -217,17 +221,59 @@ var (
 func (b *tab) login(base, user, password string) {
 	b.t.Helper()
 	b.do("open the login page", chromedp.Navigate(base+"/login"), chromedp.WaitVisible(chromedp.CSS("#password")))
-	b.do("fill in the form",
-		chromedp.SendKeys(chromedp.CSS("#username"), user),
-		chromedp.SendKeys(chromedp.CSS("#password"), password),
-	)
-	b.clickAndLoad(`form[action="/login"] button[type=submit]`)
+	b.submitLogin(user, password)
 	b.do("wait for the home page", chromedp.WaitVisible(chromedp.CSS("#current-user")))
 	if got, want := b.location(), base+"/"; got != want {
 		b.t.Errorf("location after login %s, want %s", got, want)
 	}
 	if got := b.text("#current-user"); got != user {
 		b.t.Errorf("user on the page %q, want %s", got, user)
+	}
+}
+
+// submitLogin fills in the login form of the tab's page and submits it.
+func (b *tab) submitLogin(user, password string) {
+	b.t.Helper()
+	b.do("fill in the form",
+		chromedp.SendKeys(chromedp.CSS("#username"), user),
+		chromedp.SendKeys(chromedp.CSS("#password"), password),
+	)
+	b.clickAndLoad(`form[action="/login"] button[type=submit]`)
+}
+
+// cookies returns the cookies the tab's browser context keeps for base,
+// by name.
+func (b *tab) cookies(base string) map[string]*network.Cookie {
+	b.t.Helper()
+	res, err := chromedp.Call(b.ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{base}})
+	if err != nil {
+		b.t.Fatalf("the cookies: %v", err)
+	}
+	out := map[string]*network.Cookie{}
+	for _, c := range res.Cookies {
+		out[c.Name] = c
+	}
+	return out
+}
+
+// tamperCookie changes one character of the cookie called name that the
+// tab keeps for base, as an attacker would.
+func (b *tab) tamperCookie(base, name string) {
+	b.t.Helper()
+	c := b.cookies(base)[name]
+	if c == nil {
+		b.t.Fatalf("no cookie %s to tamper with", name)
+	}
+	value := []byte(c.Value)
+	if i := len(value) / 2; value[i] == 'A' {
+		value[i] = 'B'
+	} else {
+		value[i] = 'A'
+	}
+	_, err := chromedp.Call(b.ctx, network.SetCookie, network.SetCookieParams{Name: name, Value: string(value),
+		URL: base, Path: "/", HTTPOnly: &c.HTTPOnly, SameSite: c.SameSite})
+	if err != nil {
+		b.t.Fatalf("tamper with the cookie %s: %v", name, err)
 	}
 }
 
@@ -362,6 +408,93 @@ func TestBrowserSessions(t *testing.T) {
 	first.do("open / (first device)", chromedp.Navigate(app.url+"/"), chromedp.WaitVisible(chromedp.CSS("#current-user")))
 	if n := app.countSessions(t); n != 1 {
 		t.Errorf("%d session documents, want 1", n)
+	}
+}
+
+// TestBrowserSessionNotices shows, in headless Chromium, the notice of
+// each way a session can end without its browser's doing, on both screens
+// of screens, and checks each page's layout (see checkLayout) and that the
+// notice is a warning, amber (see checkNotices): a session ended from
+// another device (the limit of one session per user ends it when another
+// device logs in), a session cookie tampered with, found on /sessions (the
+// login form returns there), and a session that expired
+// (SESSION_MAX_AGE=2s: the browser has dropped the session cookie by
+// then, and the hint alone tells). Each time the response that finds the
+// session gone leaves neither the session cookie nor the hint behind, and
+// the notice shows once.
+func TestBrowserSessionNotices(t *testing.T) {
+	t.Parallel()
+	chromiumPath(t) // before starting the app: skip (or fail) early
+	const maxAge = 2 * time.Second
+	limited := startApp(t, func(c *config) { c.MaxSessionsPerUser = 1 })
+	short := startApp(t, func(c *config) { c.MaxAge = maxAge })
+	browser := startChromium(t)
+
+	// The sessions that expire, one for each screen, all at once.
+	expiring := make([]*tab, len(screens))
+	for i := range screens {
+		expiring[i] = browser.newDeviceTab()
+		expiring[i].login(short.url, "demo", "demo")
+	}
+	idleSince := time.Now()
+
+	for i := range screens {
+		victim := browser.newDeviceTab()
+		victim.setScreen(i)
+		victim.login(limited.url, "demo", "demo")
+		browser.newDeviceTab().login(limited.url, "demo", "demo") // beyond the limit: ends the victim's session
+		victim.checkEndedNotice(limited.url, "/", i, "notice-ended-elsewhere", noticeElsewhere)
+
+		tampered := browser.newDeviceTab()
+		tampered.setScreen(i)
+		tampered.login(limited.url, "demo", "demo")
+		tampered.tamperCookie(limited.url, sessionName)
+		tampered.checkEndedNotice(limited.url, "/sessions", i, "notice-unreadable", noticeUnreadable)
+		tampered.submitLogin("demo", "demo")
+		tampered.do("wait for the page of sessions", chromedp.WaitVisible(chromedp.CSS("#sessions")))
+		if got, want := tampered.location(), limited.url+"/sessions"; got != want {
+			t.Errorf("location after logging in again %s, want %s", got, want)
+		}
+	}
+
+	time.Sleep(time.Until(idleSince.Add(maxAge + 500*time.Millisecond)))
+	for i, b := range expiring {
+		b.setScreen(i)
+		cookies := b.cookies(short.url)
+		if cookies[sessionName] != nil || cookies[hintName] == nil {
+			t.Errorf("the browser keeps the cookies %v after the session expired, want the hint only", slices.Collect(maps.Keys(cookies)))
+		}
+		b.checkEndedNotice(short.url, "/", i, "notice-expired", "Your session expired after 2 seconds without activity. Please log in again.")
+	}
+}
+
+// checkEndedNotice opens path at base on the tab, whose session has
+// ended, on screen i of screens: it checks that the login form follows
+// (returning to path), with the notice want, a warning, and no other
+// message, checks the page's layout under the name name, and that the
+// browser keeps neither the session cookie nor the hint. Then it opens the
+// same login form again, which no longer says it.
+func (b *tab) checkEndedNotice(base, path string, i int, name, want string) {
+	b.t.Helper()
+	b.do("open "+path, chromedp.Navigate(base+path), chromedp.WaitVisible(chromedp.CSS("#password")))
+	login := base + "/login"
+	if path != "/" {
+		login += "?next=" + path
+	}
+	if got := b.location(); got != login {
+		b.t.Errorf("%s: location %s, want %s", name, got, login)
+	}
+	notices := b.checkNotices(name)
+	if len(notices) != 1 || notices[0].Text != want || notices[0].Class != "flash "+kindWarning {
+		b.t.Errorf("%s: messages %+v, want the warning %q only", name, notices, want)
+	}
+	b.checkLayout(name, i)
+	if cookies := b.cookies(base); cookies[sessionName] != nil || cookies[hintName] != nil {
+		b.t.Errorf("%s: the browser keeps the cookies %v, want neither the session's nor the hint", name, slices.Collect(maps.Keys(cookies)))
+	}
+	b.do("open the login form again", chromedp.Navigate(login), chromedp.WaitVisible(chromedp.CSS("#password")))
+	if n := b.count(".flash"); n != 0 {
+		b.t.Errorf("%s: the login form opened again shows %d messages, want none:\n%s", name, n, b.text("main"))
 	}
 }
 
@@ -524,27 +657,96 @@ const measureButtons = `[...document.querySelectorAll('button')].map(b => {
 	return {label: b.textContent.trim(), background: s.backgroundColor, border: s.borderTopColor};
 })`
 
-var rgbRE = regexp.MustCompile(`^rgba?\((\d+), (\d+), (\d+)(, [\d.]+)?\)$`)
+var (
+	rgbRE  = regexp.MustCompile(`^rgba?\((\d+), (\d+), (\d+)(?:, ([\d.]+))?\)$`)
+	srgbRE = regexp.MustCompile(`^color\(srgb ([\d.e-]+) ([\d.e-]+) ([\d.e-]+)(?: / ([\d.]+))?\)$`)
+)
 
-// hue says what colour a CSS colour the browser computed is: "red",
-// "green", "transparent" or "other".
-func hue(color string) string {
-	m := rgbRE.FindStringSubmatch(color)
+// rgba reads a CSS colour the browser computed: "rgb(179, 38, 30)",
+// "rgba(0, 0, 0, 0)", or "color(srgb 0.86 0.95 0.9)" (a color-mix in
+// srgb), as red, green and blue from 0 to 255 and alpha from 0 to 1.
+func rgba(color string) (rgb [3]float64, alpha float64, ok bool) {
+	scale, m := 1.0, rgbRE.FindStringSubmatch(color)
 	if m == nil {
-		return "other"
+		scale, m = 255, srgbRE.FindStringSubmatch(color)
 	}
-	if m[4] == ", 0" {
+	if m == nil {
+		return rgb, 0, false
+	}
+	for i := range rgb {
+		v, _ := strconv.ParseFloat(m[i+1], 64)
+		rgb[i] = v * scale
+	}
+	alpha = 1
+	if m[4] != "" {
+		alpha, _ = strconv.ParseFloat(m[4], 64)
+	}
+	return rgb, alpha, true
+}
+
+// hue says what colour a CSS colour the browser computed is, by its hue
+// (however light): "red", "amber", "green", "blue", "grey" (no hue),
+// "transparent" or "other".
+func hue(color string) string {
+	c, alpha, ok := rgba(color)
+	switch {
+	case !ok:
+		return "other"
+	case alpha == 0:
 		return "transparent"
 	}
-	var r, g, b int
-	fmt.Sscan(m[1]+" "+m[2]+" "+m[3], &r, &g, &b)
+	hi, lo := max(c[0], c[1], c[2]), min(c[0], c[1], c[2])
+	if hi-lo < 12 {
+		return "grey"
+	}
+	var deg float64 // the hue, 0 to 360
+	switch hi {
+	case c[0]:
+		deg = math.Mod(60*(c[1]-c[2])/(hi-lo)+360, 360)
+	case c[1]:
+		deg = 60*(c[2]-c[0])/(hi-lo) + 120
+	default:
+		deg = 60*(c[0]-c[1])/(hi-lo) + 240
+	}
 	switch {
-	case r > 2*g && r > 2*b:
+	case deg < 20 || deg >= 330:
 		return "red"
-	case g > 2*r && g > b:
+	case deg < 65:
+		return "amber"
+	case deg >= 80 && deg < 170:
 		return "green"
+	case deg >= 190 && deg < 260:
+		return "blue"
 	}
 	return "other"
+}
+
+// TestHue checks hue on the colours of the style sheet as Chromium
+// computes them: a color-mix() as color(srgb …).
+func TestHue(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ color, want string }{
+		{"rgb(19, 170, 82)", "green"}, // #13aa52: Log in, a success's bar
+		{"rgb(14, 138, 65)", "green"},
+		{"rgb(179, 38, 30)", "red"},                     // #b3261e: Log out, Sign out
+		{"rgb(221, 51, 51)", "red"},                     // #d33: an error's bar
+		{"rgb(232, 162, 0)", "amber"},                   // #e8a200: a warning's bar
+		{"rgb(26, 115, 232)", "blue"},                   // #1a73e8: an information's bar
+		{"color(srgb 0.861176 0.95 0.898235)", "green"}, // their backgrounds, mixed with white
+		{"color(srgb 0.98 0.88 0.88)", "red"},
+		{"color(srgb 0.9838 0.9344 0.82)", "amber"},
+		{"color(srgb 0.8833 0.9286 0.9883)", "blue"},
+		{"rgba(0, 0, 0, 0)", "transparent"},
+		{"color(srgb 1 1 1 / 0)", "transparent"},
+		{"rgb(128, 128, 128)", "grey"},
+		{"rgb(255, 255, 255)", "grey"},
+		{"rgb(128, 0, 128)", "other"}, // purple
+		{"canvas", "other"},
+	} {
+		if got := hue(tc.color); got != tc.want {
+			t.Errorf("hue(%q) = %q, want %q", tc.color, got, tc.want)
+		}
+	}
 }
 
 // checkButtons checks the colours of the buttons of the tab's page: the
@@ -568,6 +770,48 @@ func (b *tab) checkButtons(page string) {
 	}
 }
 
+// shownNotice is a message of a page (.flash, .error): its classes, its
+// text and its colours, as the browser computed them.
+type shownNotice struct {
+	Class      string `json:"class"`
+	Text       string `json:"text"`
+	Background string `json:"background"`
+	Bar        string `json:"bar"`
+}
+
+const measureNotices = `[...document.querySelectorAll('.flash, .error')].map(n => {
+	const s = getComputedStyle(n);
+	return {class: n.className, text: n.textContent.trim(), background: s.backgroundColor, bar: s.borderLeftColor};
+})`
+
+// noticeHues are the colours of the kinds of messages, by the class that
+// gives the kind: of their background and of their bar.
+var noticeHues = map[string]string{kindSuccess: "green", kindInfo: "blue", kindWarning: "amber", "error": "red"}
+
+// checkNotices checks the colours of the messages of the tab's page: each
+// has a kind, whose colour (see noticeHues) its background and its bar
+// have. It returns the messages.
+func (b *tab) checkNotices(page string) []shownNotice {
+	b.t.Helper()
+	notices, err := chromedp.Run(b.ctx, chromedp.Evaluate[[]shownNotice](measureNotices))
+	if err != nil {
+		b.t.Fatalf("%s: measure the messages: %v", page, err)
+	}
+	for _, n := range notices {
+		i := slices.IndexFunc(strings.Fields(n.Class), func(c string) bool { return noticeHues[c] != "" })
+		if i < 0 {
+			b.t.Errorf("%s: message %q has the classes %q: no kind", page, n.Text, n.Class)
+			continue
+		}
+		want := noticeHues[strings.Fields(n.Class)[i]]
+		if got := [2]string{hue(n.Background), hue(n.Bar)}; got != [2]string{want, want} {
+			b.t.Errorf("%s: message %q (%s): background %s (%s), bar %s (%s); want both %s",
+				page, n.Text, n.Class, n.Background, got[0], n.Bar, got[1], want)
+		}
+	}
+	return notices
+}
+
 // wantFocus checks that the element with the focus on the tab's page is
 // the one whose id is id.
 func (b *tab) wantFocus(page, id string) {
@@ -585,18 +829,20 @@ func (b *tab) wantFocus(page, id string) {
 // Chromium on a phone's screen (390×844) and on a desktop's (1280×800),
 // takes a screenshot of each (see screenshotDir) and checks the layout
 // (see checkLayout): the login form, the form after a wrong password, the
-// 404 page, the home page, the page of sessions with its activity log,
-// and that page with the notice of a device signed out for the limit of
-// sessions per user (2: at each width another user logs in on a third
-// device); the colours of their buttons (see checkButtons); and which
-// field of the login form has the focus: the user name's, the password's
-// after a wrong password.
+// 404 page, the 405 page (GET /logout, typed in), the home page, the page
+// of sessions with its activity log, that page with the notice of a
+// device signed out for the limit of sessions per user (2: at each width
+// another user logs in on a third device), and the login form that
+// /sessions leads to, which returns there (bob logs in on a new device at
+// each width); the colours of their buttons (see checkButtons) and of
+// their messages (see checkNotices); and which field of the login form
+// has the focus: the user name's, the password's after a wrong password.
 func TestBrowserScreenWidths(t *testing.T) {
 	t.Parallel()
 	chromiumPath(t) // before starting the app: skip (or fail) early
 	app := startApp(t, func(c *config) {
 		c.MaxSessionsPerUser = 2
-		c.Users = append(c.Users, credential{Name: "alice", Password: "alice-pw"})
+		c.Users = append(c.Users, credential{Name: "alice", Password: "alice-pw"}, credential{Name: "bob", Password: "bob-pw"})
 	})
 	browser := startChromium(t)
 	anon, other, b := browser.newDeviceTab(), browser.newDeviceTab(), browser.newDeviceTab()
@@ -617,14 +863,17 @@ func TestBrowserScreenWidths(t *testing.T) {
 				t.Errorf("%s page: no labels and values found", page.name)
 			}
 			b.checkButtons(page.name)
+			b.checkNotices(page.name)
 		}
 		checkLimitPage(t, browser.newDeviceTab(), app.url, i)
+		checkReturnToPage(t, browser.newDeviceTab(), app.url, i)
 	}
 }
 
 // checkAnonymousPages checks the layout of the pages of a visitor who is
 // not logged in, on the tab, on screen i of screens: the login form, its
-// buttons and focus, before and after a wrong password, and the 404 page.
+// buttons and focus, before and after a wrong password (and the colour of
+// the error), the 404 page, and the 405 page of GET /logout.
 func checkAnonymousPages(anon *tab, base string, i int) {
 	anon.t.Helper()
 	anon.setScreen(i)
@@ -640,8 +889,40 @@ func checkAnonymousPages(anon *tab, base string, i int) {
 	anon.do("wait for the error", chromedp.WaitVisible(chromedp.CSS(".error")))
 	anon.checkLayout("login-error", i)
 	anon.wantFocus("the login form after a wrong password", "password")
+	if n := anon.checkNotices("login-error"); len(n) != 1 || n[0].Text != "Wrong username or password." {
+		anon.t.Errorf("login form after a wrong password: messages %+v, want the error", n)
+	}
 	anon.do("open a page that does not exist", chromedp.Navigate(base+"/no-such-page"), chromedp.WaitVisible(chromedp.CSS("#home-link")))
 	anon.checkLayout("not-found", i)
+	anon.do("type /logout in the address bar", chromedp.Navigate(base+"/logout"), chromedp.WaitVisible(chromedp.CSS("#home-link")))
+	if got, want := anon.text("h1"), "Not available this way"; got != want {
+		anon.t.Errorf("GET /logout: heading %q, want %q", got, want)
+	}
+	anon.checkLayout("method-not-allowed", i)
+}
+
+// checkReturnToPage opens /sessions on the tab, a new device, on screen i
+// of screens: it leads to the login form, whose layout it checks, and
+// logging in there as bob returns to /sessions.
+func checkReturnToPage(t *testing.T, b *tab, base string, i int) {
+	t.Helper()
+	b.setScreen(i)
+	b.do("open /sessions", chromedp.Navigate(base+"/sessions"), chromedp.WaitVisible(chromedp.CSS("#password")))
+	if got, want := b.location(), base+"/login?next=/sessions"; got != want {
+		t.Errorf("location of /sessions before login %s, want %s", got, want)
+	}
+	if got, want := b.text("#next-note"), "Once logged in, you go on to the page you asked for."; got != want {
+		t.Errorf("the login form says %q, want %q", got, want)
+	}
+	b.checkLayout("login-next", i)
+	b.submitLogin("bob", "bob-pw")
+	b.do("wait for the page of sessions", chromedp.WaitVisible(chromedp.CSS("#sessions")))
+	if got, want := b.location(), base+"/sessions"; got != want {
+		t.Errorf("location after the login %s, want %s", got, want)
+	}
+	if got := b.text("#current-user"); got != "bob" {
+		t.Errorf("user on the page %q, want bob", got)
+	}
 }
 
 // checkLimitPage logs alice in on the tab, a new device beyond her limit
@@ -662,12 +943,17 @@ func checkLimitPage(t *testing.T, b *tab, base string, i int) {
 	}
 	b.checkLayout("sessions-limit", i)
 	b.checkButtons("sessions-limit")
+	if n := b.checkNotices("sessions-limit"); len(n) != 1 || !strings.Contains(n[0].Class, kindWarning) {
+		t.Errorf("messages %+v, want the limit notice, a warning", n)
+	}
 }
 
 // longContentServer serves the app's pages, rendered by its templates,
 // with the longest content they can show, for user longName and the
-// embedded server's data directory dataDir, until the test ends:
-// /login, /, /sessions, and /sessions/no-activity.
+// embedded server's data directory dataDir, until the test ends: /login
+// (with the longest notice, a warning, and the error), / (with a success
+// message), /sessions (with a success message), and /sessions/no-activity
+// (with an information message).
 func longContentServer(t *testing.T, longName, dataDir string) *httptest.Server {
 	t.Helper()
 	pages, err := parsePages()
@@ -680,13 +966,13 @@ func longContentServer(t *testing.T, longName, dataDir string) *httptest.Server 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) {
 		a.render(w, http.StatusUnauthorized, "login", loginPage{
-			Flashes:  []string{"Your session has ended: it expired, or was signed out from another device. Please log in again."},
-			Username: longName, Error: "Wrong username or password.",
+			Flashes:  []flash{{kindWarning, fmt.Sprintf(noticeIdle, spellDuration(sessionLifetime-time.Second))}},
+			Username: longName, Error: "Wrong username or password.", Next: "/sessions",
 		})
 	})
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		a.render(w, http.StatusOK, "home", homePage{
-			Flashes: []string{"Welcome, " + longName + "!"}, Username: longName,
+			Flashes: []flash{{kindSuccess, "Welcome, " + longName + "!"}}, Username: longName,
 			Times: timesAged(now, 0), AbsoluteExpiresAt: now.Add(sessionLifetime),
 			Expiry: mode, ExpiryHow: how, Server: "embedded FerretDB (SQLite) in " + dataDir,
 		})
@@ -697,6 +983,7 @@ func longContentServer(t *testing.T, longName, dataDir string) *httptest.Server 
 	mux.HandleFunc("GET /sessions/no-activity", func(w http.ResponseWriter, r *http.Request) {
 		page := longSessionsPage(longName, now)
 		page.Activity, page.LimitNotice = nil, ""
+		page.Flashes = []flash{{kindInfo, "That session had already ended."}}
 		a.render(w, http.StatusOK, "sessions", page)
 	})
 	mux.HandleFunc("GET /static/style.css", func(w http.ResponseWriter, r *http.Request) {
@@ -718,7 +1005,7 @@ func timesAged(now time.Time, age time.Duration) mongostore.SessionTimes {
 // devices and a full activity log.
 func longSessionsPage(user string, now time.Time) sessionsPage {
 	return sessionsPage{
-		Flashes: []string{"Signed out Firefox on Android."}, Username: user, Others: 2, Current: "a",
+		Flashes: []flash{{kindSuccess, "Signed out Firefox on Android."}}, Username: user, Others: 2, Current: "a",
 		Sessions: []mongostore.OwnedSession{
 			{Handle: "a", Current: true, Device: "Chrome on Linux", SessionTimes: timesAged(now, time.Hour)},
 			{Handle: "b", Device: "Firefox on Android", SessionTimes: timesAged(now, 3*time.Hour)},
@@ -773,6 +1060,7 @@ func TestBrowserLongContent(t *testing.T) {
 		} {
 			b.do("open "+page.path, chromedp.Navigate(srv.URL+page.path), chromedp.WaitVisible(chromedp.CSS(page.ready)))
 			got := b.checkLayout("long-"+page.name, i)
+			b.checkNotices("long-" + page.name)
 			if page.name != "home" {
 				continue
 			}

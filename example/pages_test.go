@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 )
 
@@ -21,13 +22,16 @@ type shownPage struct {
 
 // everyPage visits every page of a new app in each of the states that
 // change what it says (messages, one device or several, errors) and
-// returns them: the login form (fresh, after a wrong password, after the
-// session was signed out from another device, after a logout), the home
-// page (with the login's welcome, then without), the page of sessions
-// (this device only, two devices, after each kind of sign-out, with the
-// notice of a device signed out for the limit of sessions per user, in an
-// app of its own, and after it) and the 404 page. The page of sessions
-// shows the activity log in each of its states.
+// returns them: the login form (fresh, returning to /sessions, after a
+// wrong password, after the session was signed out from another device,
+// with a tampered cookie, after the session expired, in an app of its
+// own, and after a logout), the home page (with the login's welcome, then
+// without), the page of sessions (this device only, two devices, after
+// each kind of sign-out, with the notice of a device signed out for the
+// limit of sessions per user, in an app of its own, and after it), the 404
+// page and the 405 page (a form's address opened, a page's address
+// posted to). The page of sessions shows the activity log in each of its
+// states.
 func everyPage(t *testing.T) []shownPage {
 	t.Helper()
 	app := startApp(t, nil)
@@ -39,6 +43,7 @@ func everyPage(t *testing.T) []shownPage {
 	}
 	anon, b1, b2 := newBrowser(t, app.url), newBrowser(t, app.url), newBrowser(t, app.url)
 	keep("login", anon.get("/login"), http.StatusOK)
+	keep("login, returning to /sessions", anon.get("/login?next=/sessions"), http.StatusOK)
 	keep("login, wrong password", anon.post("/login", url.Values{"username": {"demo"}, "password": {"nope"}}), http.StatusUnauthorized)
 	b1.loginAs("demo", "demo", firefoxLinux)
 	keep("home, first visit", b1.get("/"), http.StatusOK)
@@ -51,6 +56,11 @@ func everyPage(t *testing.T) []shownPage {
 	keep("sessions, one device signed out", b1.get("/sessions"), http.StatusOK)
 	wantStatus(t, "GET / on the device signed out", b2.get("/"), http.StatusSeeOther, "/login")
 	keep("login, session ended elsewhere", b2.get("/login"), http.StatusOK)
+	evil := newBrowser(t, app.url)
+	evil.setCookie(sessionName, "not-a-session-cookie")
+	r = evil.get("/login")
+	wantFlash(t, r, kindWarning, noticeUnreadable)
+	keep("login, cookie unreadable", r, http.StatusOK)
 	b2.loginAs("demo", "demo", chromeAndroid)
 	wantStatus(t, "sign out the others", b1.post("/sessions/end-others", nil), http.StatusSeeOther, "/sessions")
 	keep("sessions, the others signed out", b1.get("/sessions"), http.StatusOK)
@@ -59,10 +69,25 @@ func everyPage(t *testing.T) []shownPage {
 	wantStatus(t, "sign out an ended session", b1.post("/sessions/end", url.Values{"handle": {"gone"}}), http.StatusSeeOther, "/sessions")
 	keep("sessions, already ended", b1.get("/sessions"), http.StatusOK)
 	keep("not found", b1.get("/no-such-page"), http.StatusNotFound)
+	keep("not allowed, a form's address opened", b1.get("/logout"), http.StatusMethodNotAllowed)
+	keep("not allowed, a page's address posted to", b1.post("/", nil), http.StatusMethodNotAllowed)
 	wantStatus(t, "POST /logout", b1.post("/logout", nil), http.StatusSeeOther, "/login")
 	keep("login, after logout", b1.get("/login"), http.StatusOK)
 	limitPages(t, keep)
+	expiredPage(t, keep)
 	return pages
+}
+
+// expiredPage gives keep the login form of an app with a SESSION_MAX_AGE
+// of 2s, after a session expired there.
+func expiredPage(t *testing.T, keep func(name string, r response, status int)) {
+	t.Helper()
+	app := startApp(t, func(c *config) { c.MaxAge = 2 * time.Second })
+	b := newBrowser(t, app.url)
+	waitExpired(t, b)
+	r := b.get("/login")
+	wantFlash(t, r, kindWarning, expiredAfter2s)
+	keep("login, session expired", r, http.StatusOK)
 }
 
 // limitPages gives keep the page of sessions of an app with a limit of one

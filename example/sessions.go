@@ -15,7 +15,7 @@ import (
 
 // sessionsPage is the data of the page that lists a user's sessions.
 type sessionsPage struct {
-	Flashes  []string
+	Flashes  []flash
 	Username string
 	// Sessions are the user's live sessions: the current one, marked
 	// Current, first, then the others, the most recently used first.
@@ -26,7 +26,7 @@ type sessionsPage struct {
 	Current string
 	// LimitNotice, if not "", says which sessions the login of this one
 	// signed out to keep to the limit of sessions per user: once, on the
-	// first visit of the page after that login.
+	// first visit of the page after that login. It is a warning.
 	LimitNotice string
 	// Activity is the user's recent sign-ins and how they ended, the most
 	// recently changed first, from the activity log; ActivityKept is how
@@ -38,15 +38,17 @@ type sessionsPage struct {
 // noDevice stands for a session stored without a device label.
 const noDevice = "Unknown device"
 
-// loggedIn returns the session of the request and the name of its user;
-// when nobody is logged in it redirects to /login and returns ok false.
+// loggedIn returns the session of the request and the name of its user,
+// and sets the hint cookie (see setHint); when nobody is logged in it
+// redirects to the login form and returns ok false.
 func (a *app) loggedIn(w http.ResponseWriter, r *http.Request) (sess *sessions.Session, name string, ok bool) {
 	sess = a.session(r)
-	name, ok = sess.Values[userKey].(string)
-	if !ok {
-		a.toLogin(w, r, sess)
+	if name, ok = sess.Values[userKey].(string); !ok {
+		a.toLogin(w, r)
+		return sess, "", false
 	}
-	return sess, name, ok
+	a.setHint(w, sess)
+	return sess, name, true
 }
 
 // databaseError answers a request whose database operation what failed as
@@ -68,7 +70,7 @@ func (a *app) sessionList(w http.ResponseWriter, r *http.Request) {
 		a.databaseError(w, r, "list sessions", err)
 		return
 	}
-	page := sessionsPage{Flashes: stringFlashes(sess), Username: name, Sessions: list, ActivityKept: a.activity.perUser}
+	page := sessionsPage{Flashes: takeFlashes(sess), Username: name, Sessions: list, ActivityKept: a.activity.perUser}
 	page.Current, page.Others = currentFirst(list)
 	var limited []string
 	page.Activity, limited = a.activity.forPage(name, page.Current)
@@ -130,15 +132,15 @@ func (a *app) endSession(w http.ResponseWriter, r *http.Request) {
 		return
 	case target.Current:
 		// The page offers no such button: logging out ends this one.
-		sess.AddFlash("That is the session you are using: to end it, log out.")
+		addFlash(sess, flash{kindInfo, "That is the session you are using: to end it, log out."})
 	case !ended:
 		// Ended meanwhile (expired, logged out, ended from another
 		// device), or not one of this user's sessions.
-		sess.AddFlash("That session had already ended.")
+		addFlash(sess, flash{kindInfo, "That session had already ended."})
 	default:
 		device := cmpOr(target.Device, noDevice)
 		a.logger.Info("ended a session")
-		sess.AddFlash("Signed out " + device + ".")
+		addFlash(sess, flash{kindSuccess, "Signed out " + device + "."})
 	}
 	http.Redirect(w, r, "/sessions", http.StatusSeeOther)
 }
@@ -158,11 +160,11 @@ func (a *app) endOtherSessions(w http.ResponseWriter, r *http.Request) {
 	a.logger.Info("ended other sessions", "count", n)
 	switch n {
 	case 0:
-		sess.AddFlash("Those sessions had already ended.")
+		addFlash(sess, flash{kindInfo, "Those sessions had already ended."})
 	case 1:
-		sess.AddFlash("Signed out 1 other session.")
+		addFlash(sess, flash{kindSuccess, "Signed out 1 other session."})
 	default:
-		sess.AddFlash(fmt.Sprintf("Signed out %d other sessions.", n))
+		addFlash(sess, flash{kindSuccess, fmt.Sprintf("Signed out %d other sessions.", n)})
 	}
 	http.Redirect(w, r, "/sessions", http.StatusSeeOther)
 }

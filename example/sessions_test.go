@@ -149,11 +149,12 @@ func sameSet(a, b []string) bool {
 	return true
 }
 
-// wantFlash fails the test unless the page of r shows the flash message msg.
-func wantFlash(t *testing.T, r response, msg string) {
+// wantFlash fails the test unless the page of r shows the flash message
+// msg, of the kind (kindSuccess…) that colours it.
+func wantFlash(t *testing.T, r response, kind, msg string) {
 	t.Helper()
-	if !strings.Contains(html.UnescapeString(r.body), `<p class="flash" role="status">`+msg+"</p>") {
-		t.Errorf("page lacks the message %q:\n%s", msg, r.body)
+	if !strings.Contains(html.UnescapeString(r.body), `<p class="flash `+kind+`" role="status">`+msg+"</p>") {
+		t.Errorf("page lacks the %s message %q:\n%s", kind, msg, r.body)
 	}
 }
 
@@ -226,19 +227,19 @@ func TestSessionsListAndEnd(t *testing.T) {
 	r = b1.post("/sessions/end", url.Values{"handle": {firefox.handle}})
 	wantStatus(t, "POST /sessions/end with the current session's handle", r, http.StatusSeeOther, "/sessions")
 	r, list = sessionsOf(t, b1)
-	wantFlash(t, r, "That is the session you are using: to end it, log out.")
+	wantFlash(t, r, kindInfo, "That is the session you are using: to end it, log out.")
 	wantSessions(t, "after trying to end the current session", list, labelFirefox, labelFirefox, labelChrome)
 
 	// Browser 1 ends browser 2's session.
 	r = b1.post("/sessions/end", url.Values{"handle": {chrome.handle}})
 	wantStatus(t, "POST /sessions/end", r, http.StatusSeeOther, "/sessions")
 	r, list = sessionsOf(t, b1)
-	wantFlash(t, r, "Signed out "+labelChrome+".")
+	wantFlash(t, r, kindSuccess, "Signed out "+labelChrome+".")
 	wantSessions(t, "after ending the other session", list, labelFirefox, labelFirefox)
 	if !strings.Contains(r.body, notAnywhereMsg) || strings.Contains(r.body, "/sessions/end-others") {
 		t.Errorf("page with one session still offers to end the others:\n%s", r.body)
 	}
-	if r, _ := sessionsOf(t, b1); strings.Contains(r.body, `<p class="flash"`) {
+	if r, _ := sessionsOf(t, b1); strings.Contains(r.body, `<p class="flash `) {
 		t.Error("the flash message is shown twice")
 	}
 
@@ -246,8 +247,8 @@ func TestSessionsListAndEnd(t *testing.T) {
 	wantStatus(t, "GET / (browser 2, its session ended)", b2.get("/"), http.StatusSeeOther, "/login")
 	login := b2.get("/login")
 	wantStatus(t, "GET /login (browser 2)", login, http.StatusOK, "")
-	wantFlash(t, login, "Your session has ended: it expired, or was signed out from another device. Please log in again.")
-	wantStatus(t, "GET /sessions (browser 2, its session ended)", b2.get("/sessions"), http.StatusSeeOther, "/login")
+	wantFlash(t, login, kindWarning, noticeElsewhere)
+	wantStatus(t, "GET /sessions (browser 2, its session ended)", b2.get("/sessions"), http.StatusSeeOther, "/login?next=/sessions")
 	wantStatus(t, "GET / (browser 1)", b1.get("/"), http.StatusOK, "")
 	if n := app.countSessions(t); n != 1 {
 		t.Errorf("%d session documents, want 1", n)
@@ -257,7 +258,7 @@ func TestSessionsListAndEnd(t *testing.T) {
 	r = b1.post("/sessions/end", url.Values{"handle": {chrome.handle}})
 	wantStatus(t, "POST /sessions/end again", r, http.StatusSeeOther, "/sessions")
 	r, _ = sessionsOf(t, b1)
-	wantFlash(t, r, alreadyEnded)
+	wantFlash(t, r, kindInfo, alreadyEnded)
 
 	wantStatus(t, "POST /sessions/end without a handle", b1.post("/sessions/end", nil), http.StatusBadRequest, "")
 	if strings.Contains(app.logs.String(), "level=ERROR") {
@@ -281,7 +282,7 @@ func TestSessionsEndOthers(t *testing.T) {
 	r := b1.post("/sessions/end-others", nil)
 	wantStatus(t, "POST /sessions/end-others", r, http.StatusSeeOther, "/sessions")
 	r, list = sessionsOf(t, b1)
-	wantFlash(t, r, "Signed out 2 other sessions.")
+	wantFlash(t, r, kindSuccess, "Signed out 2 other sessions.")
 	wantSessions(t, "after ending the others", list, labelFirefox, labelFirefox)
 
 	wantStatus(t, "GET / (browser 2)", b2.get("/"), http.StatusSeeOther, "/login")
@@ -295,12 +296,12 @@ func TestSessionsEndOthers(t *testing.T) {
 	r = b1.post("/sessions/end-others", nil)
 	wantStatus(t, "POST /sessions/end-others (none left)", r, http.StatusSeeOther, "/sessions")
 	r, _ = sessionsOf(t, b1)
-	wantFlash(t, r, "Those sessions had already ended.")
+	wantFlash(t, r, kindInfo, "Those sessions had already ended.")
 
 	b2.loginAs("demo", "demo", chromeAndroid)
 	wantStatus(t, "POST /sessions/end-others (one other)", b1.post("/sessions/end-others", nil), http.StatusSeeOther, "/sessions")
 	r, _ = sessionsOf(t, b1)
-	wantFlash(t, r, "Signed out 1 other session.")
+	wantFlash(t, r, kindSuccess, "Signed out 1 other session.")
 	wantStatus(t, "GET / (browser 2, logged in again and out)", b2.get("/"), http.StatusSeeOther, "/login")
 }
 
@@ -310,7 +311,7 @@ func TestSessionsLoggedOut(t *testing.T) {
 	b := newBrowser(t, app.url)
 	check := func(when string) {
 		t.Helper()
-		wantStatus(t, "GET /sessions "+when, b.get("/sessions"), http.StatusSeeOther, "/login")
+		wantStatus(t, "GET /sessions "+when, b.get("/sessions"), http.StatusSeeOther, "/login?next=/sessions")
 		wantStatus(t, "POST /sessions/end "+when, b.post("/sessions/end", url.Values{"handle": {"x"}}), http.StatusSeeOther, "/login")
 		wantStatus(t, "POST /sessions/end-others "+when, b.post("/sessions/end-others", nil), http.StatusSeeOther, "/login")
 	}
@@ -322,9 +323,10 @@ func TestSessionsLoggedOut(t *testing.T) {
 	wantStatus(t, "POST /logout", b.post("/logout", nil), http.StatusSeeOther, "/login")
 	b.get("/login") // takes the logout's message
 	check("after logout")
-	// A logout removes the cookie: no "session has ended" afterwards.
-	if r := b.get("/login"); strings.Contains(r.body, "Your session has ended") {
-		t.Errorf("after a logout the login form says the session ended:\n%s", r.body)
+	// A logout removes the cookie and the hint: no notice of a session
+	// that ended afterwards.
+	if r := b.get("/login"); strings.Contains(r.body, `<p class="flash `) {
+		t.Errorf("after a logout the login form shows a message:\n%s", r.body)
 	}
 }
 
@@ -350,7 +352,7 @@ func TestSessionsOtherUsersHandle(t *testing.T) {
 		r := demo.post("/sessions/end", url.Values{"handle": {handle}})
 		wantStatus(t, "POST /sessions/end with "+name+" handle", r, http.StatusSeeOther, "/sessions")
 		r, _ = sessionsOf(t, demo)
-		wantFlash(t, r, alreadyEnded)
+		wantFlash(t, r, kindInfo, alreadyEnded)
 	}
 	wantStatus(t, "GET / (alice)", alice.get("/"), http.StatusOK, "")
 	wantStatus(t, "GET / (alice's other browser)", alice2.get("/"), http.StatusOK, "")
