@@ -29,11 +29,11 @@ test: browser test-start vet
 	log=$$(mktemp); trap 'rm -f "$$log"' EXIT; passed=0; failed=0; \
 	for m in $(MODULES); do \
 		case $$m in \
-		.) what="the library's tests"; t="~4 min warm, ~6 cold";; \
-		embeddb) what="the embedded server's tests"; t="~10 s warm, ~1 min cold";; \
+		.) what="the library's tests"; t="~3 min warm, ~5 cold";; \
+		embeddb) what="the embedded server's tests"; t="~5 s warm, ~1 min cold";; \
 		example) what="the sample app's tests, with headless Chromium"; t="~1 min warm, ~3 cold";; \
-		ginstore) what="the gin adapter's tests"; t="~15 s warm, ~1 min cold";; \
-		bench) what="the benchmarks' tests"; t="~1.5 min warm, ~3 cold";; \
+		ginstore) what="the gin adapter's tests"; t="~10 s warm, ~1 min cold";; \
+		bench) what="the benchmarks' tests"; t="~1 min warm, ~2 cold";; \
 		oteltest) what="the telemetry's tests (spans and metrics, with the OpenTelemetry SDK)"; t="~10 s warm, ~1 min cold";; \
 		*) what="tests"; t="";; \
 		esac; \
@@ -50,7 +50,7 @@ test: browser test-start vet
 	[ $$failed -eq 0 ]
 
 test-start:
-	@echo "== make test: go vet, then the tests of $(words $(MODULES)) modules, one stage each (on 2 cores: about 8 minutes with a warm build cache, about 15 with a cold one)"
+	@echo "== make test: go vet, then the tests of $(words $(MODULES)) modules, one stage each (on 2 cores: about 5 minutes with a warm build cache, about 12 with a cold one)"
 
 vet:
 	@echo "== go vet ./... in $(MODULES) (~10 s warm; about 6 minutes on a new machine, which first downloads and compiles every module)"; \

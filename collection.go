@@ -334,31 +334,41 @@ func (c collection) delete(ctx context.Context, id string) (bool, error) {
 	return false, dbError("delete session", errors.New("the session kept being written while it was deleted"))
 }
 
-// remove deletes the document id and returns it, or nil if this command
-// deleted none, looking again as delete does.
-func (c collection) remove(ctx context.Context, id string) (bson.Raw, error) {
+// remove deletes the document id whose secret's hash is sid (a document of
+// formats 1 and 2 has none: its _id is that hash), and returns it, or nil
+// if this command deleted none, looking again as delete does.
+func (c collection) remove(ctx context.Context, id, sid string) (bson.Raw, error) {
 	unlock, err := c.locks.lock(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
+	filter := bson.D{{Key: fieldID, Value: id}, ownSecret(sid)}
 	for range maxDeleteLooks {
-		raw, err := c.c.FindOneAndDelete(ctx, idFilter(id)).Raw()
+		raw, err := c.c.FindOneAndDelete(ctx, filter).Raw()
 		if raw, err = oneOrNone("delete session", raw, err); raw != nil || err != nil {
 			return raw, err
 		}
-		if raw, err = c.find(ctx, id); raw == nil || err != nil {
-			return nil, err
+		if raw, err = c.c.FindOne(ctx, filter).Raw(); errors.Is(err, mongo.ErrNoDocuments) {
+			return nil, nil
+		} else if err != nil {
+			return nil, dbError("delete session", err)
 		}
 	}
 	return nil, dbError("delete session", errors.New("the session kept being written while it was deleted"))
 }
 
-// acquire takes the lock of the document id, live at now and not locked,
-// for holder until until, and returns the document; nil if another holds
-// it, or it is gone. FerretDB v1's findAndModify reads, then writes: one
-// runs at a time in this process.
-func (c collection) acquire(ctx context.Context, id, holder string, now, until time.Time) (bson.Raw, error) {
+// ownSecret matches a document whose secret's hash is sid, or that has
+// none (formats 1 and 2, whose _id is that hash).
+func ownSecret(sid string) bson.E {
+	return bson.E{Key: "$or", Value: bson.A{bson.D{{Key: fieldSID, Value: sid}}, bson.D{{Key: fieldSID, Value: bson.D{{Key: "$exists", Value: false}}}}}}
+}
+
+// acquire takes the lock of the document id, live at now, of the secret
+// whose hash is sid, and not locked, for holder until until, and returns
+// the document; nil if another holds it, or it is gone. FerretDB v1's
+// findAndModify reads, then writes: one runs at a time in this process.
+func (c collection) acquire(ctx context.Context, id, sid, holder string, now, until time.Time) (bson.Raw, error) {
 	unlock, err := c.locks.lock(ctx, id)
 	if err != nil {
 		return nil, err
@@ -367,7 +377,7 @@ func (c collection) acquire(ctx context.Context, id, holder string, now, until t
 	free := bson.A{bson.D{{Key: fieldLockUntil, Value: bson.D{{Key: "$exists", Value: false}}}},
 		bson.D{{Key: fieldLockUntil, Value: bson.D{{Key: "$lte", Value: bson.NewDateTimeFromTime(now)}}}}}
 	filter := bson.D{{Key: fieldID, Value: id}, {Key: fieldExpiresAt, Value: bson.D{{Key: "$gt", Value: bson.NewDateTimeFromTime(now)}}},
-		{Key: "$or", Value: free}}
+		{Key: "$and", Value: bson.A{bson.D{{Key: "$or", Value: free}}, bson.D{ownSecret(sid)}}}}
 	update := bson.D{{Key: "$set", Value: bson.D{{Key: fieldLock, Value: holder}, {Key: fieldLockUntil, Value: bson.NewDateTimeFromTime(until)}}}}
 	raw, err := c.c.FindOneAndUpdate(ctx, filter, update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Raw()
 	return oneOrNone("lock session", raw, err)

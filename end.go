@@ -14,12 +14,12 @@ import (
 // command ever puts a deleted document back.
 
 // end deletes the session's document and those of the request's other
-// cookies of its name, and reports each ended once (as expired if it had
-// expired). It then forgets the session's ID and state, and expires its
-// cookie unless w is nil.
+// cookies of its name whose secret is still theirs, and reports each ended
+// once (as expired if it had expired). It then forgets the session's ID and
+// state, and expires its cookie unless w is nil.
 func (s *Store) end(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState, reason EndReason) error {
-	for _, chain := range st.others {
-		raw, err := s.coll.remove(ctx, chain)
+	for _, o := range st.others {
+		raw, err := s.coll.remove(ctx, o.chain, o.sid)
 		if err != nil {
 			return err
 		}
@@ -63,6 +63,9 @@ func (s *Store) Restart(r *http.Request, session *sessions.Session) error {
 	sp.outcome = outcomeEnded
 	err := s.end(ctx, nil, session, s.states.get(session), EndRestart)
 	sp.end(err)
+	if err != nil {
+		s.unlock(ctx, session) // the document may stay: not its lock
+	}
 	s.states.forget(session)
 	session.ID = ""
 	clear(session.Values)

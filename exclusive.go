@@ -33,24 +33,33 @@ type MiddlewareOption func(*middlewareOptions)
 
 type middlewareOptions struct{ exclusive bool }
 
-// lockingStore loads sessions holding their lock, for gorilla's registry:
-// the handler's Get then returns the session the middleware loaded.
-type lockingStore struct{ *Store }
+// middlewareLoader loads sessions for the middleware through gorilla's
+// registry (the handler's Get then returns the session it loaded), holding
+// their lock with Exclusive.
+type middlewareLoader struct {
+	*Store
+	exclusive bool
+}
 
-func (l lockingStore) New(r *http.Request, name string) (*sessions.Session, error) {
-	return l.newSession(r, name, true)
+func (l middlewareLoader) New(r *http.Request, name string) (*sessions.Session, error) {
+	return l.newSession(r, name, true, l.exclusive)
 }
 
 // Lock takes the lock of the session, loaded by Get, reloading its values
 // as the last holder left them, and returns what releases it (call it
 // when done, as with a sync.Mutex): without the middleware, or for part of
-// a handler. It waits at most Config.LockWait (else ErrLocked). A session
-// not stored has nothing to share: unlock does nothing. One that ended
-// meanwhile gives ErrSessionGone; nil arguments ErrInvalidConfig.
+// a handler. Under the middleware, the lock is released after the
+// middleware's save, when the handler returns, and unlock does nothing. It
+// waits at most Config.LockWait (else ErrLocked). A session not stored has
+// nothing to share: unlock does nothing. One that ended meanwhile gives
+// ErrSessionGone; nil arguments ErrInvalidConfig.
 func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(), err error) {
 	unlock = func() {}
 	if r == nil || session == nil {
 		return unlock, errNil("request or session")
+	}
+	if session.Options == nil {
+		session.Options = s.newOptions()
 	}
 	st := s.states.get(session)
 	if st.id == "" || st.lock != "" {
@@ -60,7 +69,7 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opLoad)
 	l := loading{session: session, tokens: []string{st.token}, reusable: []string{st.cookie},
-		holder: newHolderID()}
+		holder: newHolderID(), managed: st.managed}
 	sp.outcome, sp.size, sp.wait, err = s.load(ctx, &l)
 	if err == nil && sp.outcome != outcomeLoaded {
 		err = fmt.Errorf("%w: it ended before its lock was taken", ErrSessionGone)
@@ -71,36 +80,39 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 		return unlock, err
 	}
 	locked := s.states.get(session)
-	locked.others = st.others // the request's other cookies, as loaded first
+	locked.others, locked.cookieSet = st.others, st.cookieSet // as the request had them
 	s.states.set(session, locked)
+	if st.managed {
+		return unlock, nil // the middleware releases it after its save
+	}
 	return func() { s.unlock(r.Context(), session) }, nil
 }
 
 // fetch reads the document chain, taking its lock for holder if not "":
-// it waits, at most Config.LockWait, while another holds it. It returns
-// the document (nil if there is none) and how long it waited. A document
-// no longer live is returned unlocked.
-func (s *Store) fetch(ctx context.Context, chain, holder string) (bson.Raw, time.Duration, error) {
+// it waits, at most Config.LockWait, while another request holds it. It
+// returns the document (nil if there is none) and how long it waited. A
+// document that load will not serve (of another secret, no longer live) is
+// returned unlocked.
+func (s *Store) fetch(ctx context.Context, chain, secret, holder string) (bson.Raw, time.Duration, error) {
 	if holder == "" {
 		raw, err := s.coll.find(ctx, chain)
 		return raw, 0, err
 	}
 	s.warnNonAtomic(ctx)
-	start := time.Now()
+	start, sid := time.Now(), hashHex(secret)
 	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
 		now := s.cfg.Now()
-		raw, err := s.coll.acquire(ctx, chain, holder, now, now.Add(s.cfg.LockLease))
+		raw, err := s.coll.acquire(ctx, chain, sid, holder, now, now.Add(s.cfg.LockLease))
 		if raw == nil && err == nil {
-			if raw, err = s.coll.find(ctx, chain); raw != nil && err == nil && live(raw, now) {
-				raw = nil // another request holds it
-			} else {
-				return raw, time.Since(start), err
-			}
+			raw, err = s.coll.find(ctx, chain)
 		}
-		switch {
-		case raw != nil || err != nil:
+		if err != nil || raw == nil {
 			return raw, time.Since(start), err
-		case time.Since(start)+pause > s.cfg.LockWait:
+		}
+		if lock, _ := raw.Lookup(fieldLock).StringValueOK(); lock == holder || !s.lockable(raw, sid, now) {
+			return raw, time.Since(start), nil // taken; or a document load refuses, left unlocked
+		}
+		if time.Since(start)+pause > s.cfg.LockWait { // another request holds it
 			return nil, time.Since(start), fmt.Errorf("%w: waited %v", ErrLocked, s.cfg.LockWait)
 		}
 		select {
@@ -109,6 +121,13 @@ func (s *Store) fetch(ctx context.Context, chain, holder string) (bson.Raw, time
 		case <-time.After(pause):
 		}
 	}
+}
+
+// lockable reports whether raw is a session of the secret whose hash is
+// sid, live at now: one a request may wait to lock.
+func (s *Store) lockable(raw bson.Raw, sid string, now time.Time) bool {
+	d, err := parseDocument(raw)
+	return err == nil && d.sid == sid && s.live(&d, now)
 }
 
 // locked reports that the request holds the lock of the session st

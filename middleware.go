@@ -42,10 +42,7 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 	for _, opt := range opts {
 		opt(&o)
 	}
-	loader := sessions.Store(s)
-	if o.exclusive {
-		loader = lockingStore{s}
-	}
+	loader := middlewareLoader{Store: s, exclusive: o.exclusive}
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			panic("mongostore: Middleware: nil handler")

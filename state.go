@@ -27,12 +27,17 @@ type sessionState struct {
 	updatedAt     time.Time
 	encoded       []byte // the values, encoded
 	options       sessions.Options
-	owner, device string   // as SetOwner left them in the values
-	cookie        string   // the cookie value to send back, signed with the current key
-	others        []string // chain IDs of the request's other cookies of the session's name
-	cookieSet     bool     // the store has set the session's cookie in this request
-	lock          string   // the holder ID of the session's lock this request holds (exclusive.go)
+	owner, device string        // as SetOwner left them in the values
+	cookie        string        // the cookie value to send back, signed with the current key
+	others        []otherCookie // the request's other cookies of the session's name
+	managed       bool          // the middleware loaded the session, and releases its lock after its save
+	cookieSet     bool          // the store has set the session's cookie in this request
+	lock          string        // the holder ID of the session's lock this request holds (exclusive.go)
 }
+
+// otherCookie is another cookie of a request's session name: its chain,
+// and the hash of its secret, without which it ends nothing.
+type otherCookie struct{ chain, sid string }
 
 // stateOf returns the state of a session stored as d, its values encoded.
 func stateOf(d *document, encoded []byte, values map[any]any, options *sessions.Options) sessionState {

@@ -57,11 +57,12 @@ func (s *Store) Get(r *http.Request, name string) (*sessions.Session, error) {
 // cookies called name (a sibling domain may toss one in), the first that
 // verifies is loaded, and ending the session ends the others too.
 func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
-	return s.newSession(r, name, false)
+	return s.newSession(r, name, false, false)
 }
 
-// newSession is New, holding the session's lock if locked (exclusive.go).
-func (s *Store) newSession(r *http.Request, name string, locked bool) (*sessions.Session, error) {
+// newSession is New for the middleware if managed, holding the session's
+// lock if locked (exclusive.go).
+func (s *Store) newSession(r *http.Request, name string, managed, locked bool) (*sessions.Session, error) {
 	session := sessions.NewSession(s, name)
 	session.Options, session.IsNew = s.newOptions(), true
 	if r == nil {
@@ -74,14 +75,14 @@ func (s *Store) newSession(r *http.Request, name string, locked bool) (*sessions
 	tokens, reusable, err := s.cookies.tokens(r, name)
 	sp.outcome = outcomeNew
 	if len(tokens) > 0 {
-		l, timeout := loading{session: session, tokens: tokens, reusable: reusable}, s.cfg.Timeout
+		l, timeout := loading{session: session, tokens: tokens, reusable: reusable, managed: managed}, s.cfg.Timeout
 		if locked {
 			l.holder, timeout = newHolderID(), timeout+s.cfg.LockWait
 		}
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		var waited time.Duration
 		sp.outcome, sp.size, waited, err = s.load(ctx, &l)
-		if locked {
+		if l.holder != "" {
 			sp.wait = waited
 		}
 		cancel()
@@ -95,6 +96,7 @@ type loading struct {
 	session          *sessions.Session
 	tokens, reusable []string // the request's cookies' tokens, and their values to send back
 	holder           string   // the lock's holder ID, to take it; "" not to
+	managed          bool     // for the middleware, which releases the lock after its save
 }
 
 // load reads into the session the first live session of its tokens, in
@@ -108,7 +110,7 @@ func (s *Store) load(ctx context.Context, l *loading) (outcome, int, time.Durati
 	var waited time.Duration
 	for i, token := range l.tokens {
 		chain, secret, _ := splitToken(token)
-		raw, wait, err := s.fetch(ctx, chain, l.holder)
+		raw, wait, err := s.fetch(ctx, chain, secret, l.holder)
 		if waited += wait; err != nil {
 			s.states.set(l.session, sessionState{others: chainsOf(l.tokens, "")})
 			return outcomeError, -1, waited, err
@@ -126,7 +128,7 @@ func (s *Store) load(ctx context.Context, l *loading) (outcome, int, time.Durati
 		session.ID, session.Values, session.IsNew = token, values, false
 		session.Options.MaxAge = d.maxAge // the session's own lifetime ("remember me")
 		st := stateOf(&d, encoded, values, session.Options)
-		st.token, st.cookie, st.others, st.lock = token, l.reusable[i], chainsOf(l.tokens, d.id), l.holder
+		st.token, st.cookie, st.others, st.lock, st.managed = token, l.reusable[i], chainsOf(l.tokens, d.id), l.holder, l.managed
 		s.states.set(session, st)
 		s.locked(ctx, st, waited)
 		return outcomeLoaded, len(encoded), waited, nil
@@ -146,15 +148,17 @@ func (s *Store) refused(ctx context.Context, raw bson.Raw, d *document, values m
 	}
 }
 
-// chainsOf returns the chains of tokens, each once, but chain skip.
-func chainsOf(tokens []string, skip string) []string {
-	var chains []string
+// chainsOf returns the chains of tokens, each once, but chain skip, with
+// the hash of each one's secret.
+func chainsOf(tokens []string, skip string) []otherCookie {
+	var others []otherCookie
 	for _, token := range tokens {
-		if chain, _, _ := splitToken(token); chain != skip && !slices.Contains(chains, chain) {
-			chains = append(chains, chain)
+		chain, secret, _ := splitToken(token)
+		if chain != skip && !slices.ContainsFunc(others, func(o otherCookie) bool { return o.chain == chain }) {
+			others = append(others, otherCookie{chain, hashHex(secret)})
 		}
 	}
-	return chains
+	return others
 }
 
 // Save writes the session and sets its cookie. Options.MaxAge < 0 ends it.
@@ -186,7 +190,7 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 	}
 	sp.outcome, sp.size, sp.retries = sv.outcome, len(sv.data), sv.retries
 	sp.end(err)
-	if owner, _ := ownerOf(session.Values); err == nil && owner != "" && owner != sv.st.owner {
+	if owner, _ := ownerOf(session.Values); err == nil && sv.outcome != outcomeEnded && owner != "" && owner != sv.st.owner {
 		err = s.limit(r.Context(), session) // the session has just been tied to its owner
 	}
 	return err
@@ -358,7 +362,7 @@ func (s *Store) updated(ctx context.Context, w http.ResponseWriter, sv *saving, 
 // and sets its cookie.
 func (s *Store) sent(w http.ResponseWriter, sv *saving, d *document) error {
 	st := stateOf(d, sv.data, sv.session.Values, sv.session.Options)
-	st.token, st.cookie, st.others, st.cookieSet, st.lock = sv.token, sv.st.cookie, sv.st.others, true, sv.st.lock
+	st.token, st.cookie, st.others, st.cookieSet, st.lock, st.managed = sv.token, sv.st.cookie, sv.st.others, true, sv.st.lock, sv.st.managed
 	if st.cookie == "" {
 		var err error
 		if st.cookie, err = s.cookies.encode(sv.session.Name(), sv.token); err != nil {
