@@ -32,11 +32,15 @@ func (s *Store) open(raw bson.Raw) (d document, encoded []byte, values map[any]a
 	return d, encoded, values, nil
 }
 
-// encode encodes values and enforces Config.MaxSize.
-func (s *Store) encode(values map[any]any) ([]byte, error) {
-	data, err := s.cfg.Codec.Encode(values)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrEncode, err)
+// encode encodes values, unless staged holds them encoded, and enforces
+// Config.MaxSize.
+func (s *Store) encode(values map[any]any, staged []byte) ([]byte, error) {
+	data := staged
+	if data == nil {
+		var err error
+		if data, err = s.cfg.Codec.Encode(values); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrEncode, err)
+		}
 	}
 	if len(data) > s.cfg.MaxSize {
 		return nil, fmt.Errorf("%w: %d bytes encoded, more than MaxSize (%d)", ErrEncode, len(data), s.cfg.MaxSize)

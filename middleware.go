@@ -42,7 +42,7 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 	for _, opt := range opts {
 		opt(&o)
 	}
-	loader := middlewareLoader{Store: s, exclusive: o.exclusive}
+	var loader sessions.Store = middlewareLoader{Store: s, exclusive: o.exclusive} // made an interface once, not per request
 	return func(next http.Handler) http.Handler {
 		if next == nil {
 			panic("mongostore: Middleware: nil handler")
@@ -103,6 +103,7 @@ type sessionWriter struct {
 	committed bool        // the response may have started
 	failed    bool        // the save failed and onError answered
 	stored    map[any]any // the stored values, decoded once if need be (see changed)
+	encoded   []byte      // the values as the change check encoded them, for the save
 }
 
 // due says whether the session is to be written now, and whether only to
@@ -124,6 +125,7 @@ func (w *sessionWriter) due() (write, touch bool) {
 // session is not worth a cookie.
 func (w *sessionWriter) mustWrite(st sessionState) bool {
 	session := w.session
+	w.encoded = nil
 	if session.Options != nil && session.Options.MaxAge < 0 {
 		if st.id != "" || len(st.others) > 0 {
 			return true
@@ -147,7 +149,7 @@ func (w *sessionWriter) changed(st sessionState) bool {
 	if err != nil {
 		return true // the save reports the error
 	}
-	if bytes.Equal(enc, st.encoded) {
+	if w.encoded = enc; bytes.Equal(enc, st.encoded) {
 		return false
 	}
 	if canonical(codec, enc) {
@@ -167,6 +169,7 @@ func (w *sessionWriter) commit() {
 		w.committed = true
 		if write, touch := w.due(); write {
 			w.stored = nil // what is stored is about to change
+			w.stage()
 			err := w.store.Save(w.req, w.ResponseWriter, w.session)
 			if errors.Is(err, ErrLimit) { // the session is saved
 				w.store.cfg.Logger.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: session saved, but not the per-owner limit",
@@ -210,9 +213,18 @@ func (w *sessionWriter) finish() {
 			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path))
 		return
 	}
+	w.stage()
 	if err := w.store.Save(w.req, discardHeaders{}, w.session); err != nil && !errors.Is(err, ErrLimit) {
 		log.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: saving the session after the response",
 			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path), slog.String("error", err.Error()))
+	}
+}
+
+// stage hands the store the encoding the change check made, if any, for
+// the save that follows at once: the values are not encoded twice.
+func (w *sessionWriter) stage() {
+	if w.encoded != nil {
+		w.store.states.stage(w.session, w.encoded)
 	}
 }
 

@@ -126,7 +126,7 @@ func TestFormat2WithLineage(t *testing.T) {
 	now := time.Now()
 	d := document{id: hashHex(bare), format: format2, lineage: hashHex("origin"), rev: 3, createdAt: now.Add(-time.Hour).Truncate(time.Millisecond),
 		updatedAt: now.Truncate(time.Millisecond), expiresAt: now.Add(time.Hour).Truncate(time.Millisecond), maxAge: 3600}
-	data, _ := f.store.encode(map[any]any{"user": "ada"})
+	data, _ := f.store.encode(map[any]any{"user": "ada"}, nil)
 	d.data = f.store.sealer.wrap(d.id, data)
 	f.store.sealer.seal(&d)
 	raw := bson.D{{Key: "_id", Value: d.id}, {Key: "v", Value: int32(2)}, {Key: "lineage", Value: d.lineage}, {Key: "rev", Value: d.rev},

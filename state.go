@@ -26,6 +26,7 @@ type sessionState struct {
 	createdAt     time.Time
 	updatedAt     time.Time
 	encoded       []byte // the values, encoded
+	staged        []byte // the values' encoding the middleware made just before its save, for it
 	options       sessions.Options
 	owner, device string        // as SetOwner left them in the values
 	cookie        string        // the cookie value to send back, signed with the current key
@@ -96,12 +97,23 @@ func (t *sessionTable) sweep() {
 	t.nextSweep = max(2*len(t.m), minSweep)
 }
 
+// stage records enc, the encoding of session's values, for the save about
+// to be made (the middleware's), or drops it (nil).
+func (t *sessionTable) stage(session *sessions.Session, enc []byte) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st, ok := t.m[weak.Make(session)]; ok {
+		st.staged = enc
+		t.m[weak.Make(session)] = st
+	}
+}
+
 // release drops the encoded values (up to MaxSize) of session's state.
 func (t *sessionTable) release(session *sessions.Session) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if st, ok := t.m[weak.Make(session)]; ok {
-		st.encoded = nil
+		st.encoded, st.staged = nil, nil
 		t.m[weak.Make(session)] = st
 	}
 }

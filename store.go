@@ -226,7 +226,10 @@ func (s *Store) prepare(session *sessions.Session) (*saving, error) {
 	if err := errors.Join(checkCookieName(session.Name()), checkCookiePrefix(session.Name(), session.Options)); err != nil {
 		return sv, err
 	}
-	data, err := s.encode(session.Values)
+	data, err := s.encode(session.Values, st.staged)
+	if st.staged != nil { // the middleware's, for this save only
+		s.states.stage(session, nil)
+	}
 	sv.data, sv.ownOptions = data, *session.Options != sv.st.options
 	switch {
 	case st.id == "":
@@ -334,7 +337,7 @@ func (s *Store) merge(ctx context.Context, sv *saving, theirs bson.Raw) error {
 		sv.session.Options.MaxAge = od.maxAge
 	}
 	sv.st.createdAt, sv.st.version = od.createdAt, od.version()
-	sv.data, err = s.encode(sv.session.Values)
+	sv.data, err = s.encode(sv.session.Values, nil)
 	return err
 }
 
