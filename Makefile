@@ -32,9 +32,9 @@ test: browser test-start vet
 		.) what="the library's tests"; t="~3 min warm, ~5 cold";; \
 		embeddb) what="the embedded server's tests"; t="~5 s warm, ~1 min cold";; \
 		example) what="the sample app's tests, with headless Chromium"; t="~1 min warm, ~3 cold";; \
-		ginstore) what="the gin adapter's tests"; t="~10 s warm, ~1 min cold";; \
-		bench) what="the benchmarks' tests"; t="~1 min warm, ~2 cold";; \
-		oteltest) what="the telemetry's tests (spans and metrics, with the OpenTelemetry SDK)"; t="~10 s warm, ~1 min cold";; \
+		ginstore) what="the gin adapter's tests"; t="~10 s warm, ~30 s cold";; \
+		bench) what="the benchmarks' tests"; t="~1 min warm or cold";; \
+		oteltest) what="the telemetry's tests (spans and metrics, with the OpenTelemetry SDK)"; t="~10 s warm or cold";; \
 		*) what="tests"; t="";; \
 		esac; \
 		start=$$(date +%s); \
@@ -50,10 +50,10 @@ test: browser test-start vet
 	[ $$failed -eq 0 ]
 
 test-start:
-	@echo "== make test: go vet, then the tests of $(words $(MODULES)) modules, one stage each (on 2 cores: about 5 minutes with a warm build cache, about 12 with a cold one)"
+	@echo "== make test: go vet, then the tests of $(words $(MODULES)) modules, one stage each (on 2 cores: about 5 minutes with a warm build cache, about 10 with a cold one)"
 
 vet:
-	@echo "== go vet ./... in $(MODULES) (~10 s warm; about 6 minutes on a new machine, which first downloads and compiles every module)"; \
+	@echo "== go vet ./... in $(MODULES) (~10 s warm, ~3 min with a cold build cache; about 6 minutes on a new machine, which first downloads every module)"; \
 	start=$$(date +%s); \
 	for m in $(MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done; \
 	echo "== vet: took $$(($$(date +%s) - start)) s"
