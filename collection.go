@@ -255,6 +255,10 @@ func (c collection) atomicWrites(ctx context.Context) (bool, error) {
 
 func dbError(op string, err error) error { return fmt.Errorf("%w: %s: %w", ErrDatabase, op, err) }
 
+// uncertain reports whether err leaves a write's outcome unknown: a
+// timeout or a network failure, after which the server may still run it.
+func uncertain(err error) bool { return mongo.IsTimeout(err) || mongo.IsNetworkError(err) }
+
 // oneOrNone returns the document a command returned, or nil for none.
 func oneOrNone(op string, doc bson.Raw, err error) (bson.Raw, error) {
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // chainLocks lets one transition of a session (a save, a regeneration, an
@@ -19,6 +20,14 @@ type chainLocks struct {
 type chainLock struct {
 	ch   chan struct{}
 	refs int
+}
+
+// releaseAfter returns an unlock that releases the lock unlock holds d
+// later: a write whose outcome is unknown may still run on the server
+// meanwhile, and where its condition and its write are not one step
+// (FerretDB v1), it could write over a later save of this process's.
+func releaseAfter(unlock func(), d time.Duration) func() {
+	return func() { time.AfterFunc(d, unlock) }
 }
 
 // lock waits for the lock of chain, or for ctx to end, and returns its

@@ -271,7 +271,7 @@ func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) e
 	if err != nil {
 		return err
 	}
-	defer unlock()
+	defer func() { unlock() }()
 	for attempt := 1; ; attempt++ {
 		d := s.document(sv)
 		if !d.expiresAt.After(sv.now) {
@@ -279,6 +279,9 @@ func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) e
 		}
 		theirs, err := s.coll.update(ctx, &d, sv.st.version, sv.now)
 		switch {
+		case err != nil && uncertain(err): // the write may still run on the server: this process's next one waits
+			unlock = releaseAfter(unlock, s.cfg.Timeout)
+			return err
 		case err != nil:
 			return err
 		case theirs == nil:
