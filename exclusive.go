@@ -130,14 +130,6 @@ func (s *Store) lockable(raw bson.Raw, sid string, now time.Time) bool {
 	return err == nil && d.sid == sid && s.live(&d, now)
 }
 
-// locked reports that the request holds the lock of the session st
-// describes, after waiting for it that long.
-func (s *Store) locked(ctx context.Context, st sessionState, waited time.Duration) {
-	if st.lock != "" && s.cfg.OnEvent != nil {
-		s.emitWait(ctx, st, waited)
-	}
-}
-
 // unlock releases the lock the session's request holds, if any.
 func (s *Store) unlock(ctx context.Context, session *sessions.Session) {
 	st := s.states.get(session)

@@ -130,7 +130,9 @@ func (s *Store) load(ctx context.Context, l *loading) (outcome, int, time.Durati
 		st := stateOf(&d, encoded, values, session.Options)
 		st.token, st.cookie, st.others, st.lock, st.managed = token, l.reusable[i], chainsOf(l.tokens, d.id), l.holder, l.managed
 		s.states.set(session, st)
-		s.locked(ctx, st, waited)
+		if l.holder != "" {
+			s.emitWait(ctx, st, waited)
+		}
 		return outcomeLoaded, len(encoded), waited, nil
 	}
 	s.states.set(l.session, sessionState{others: chainsOf(l.tokens, "")})
