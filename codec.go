@@ -11,6 +11,9 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -74,7 +77,8 @@ func (JSONCodec) Decode(data []byte) (map[any]any, error) {
 // bool, the int, uint and float types, time.Time, []byte, []string, and
 // []any and map[string]any of these (flashes are a []any), keyed by
 // strings; a session holding anything else is encoded whole with gob.
-type compactCodec struct{}
+// Its decodes share keys (see keyCache); the zero value shares none.
+type compactCodec struct{ keys *keyCache }
 
 // The first byte of compactCodec's output says which form follows.
 const (
@@ -100,6 +104,10 @@ const maxCompactDepth = 32
 // errNotCompact says a value has no compact form; Encode then uses gob.
 var errNotCompact = errors.New("no compact form")
 
+// encodeBufferSize is the capacity Encode starts with: most sessions'
+// values take less, and are encoded without growing it.
+const encodeBufferSize = 256
+
 func (compactCodec) Encode(values map[any]any) ([]byte, error) {
 	var small [16]string // most sessions hold fewer values: no allocation
 	keys := small[:0]
@@ -110,11 +118,53 @@ func (compactCodec) Encode(values map[any]any) ([]byte, error) {
 		}
 		keys = append(keys, ks)
 	}
-	b, err := appendEntries([]byte{compactForm}, keys, func(k string) any { return values[k] }, 0)
+	b := append(make([]byte, 0, encodeBufferSize), compactForm)
+	b, err := appendEntries(b, keys, func(k string) any { return values[k] }, 0)
 	if errors.Is(err, errNotCompact) {
 		return encodeGobForm(values)
 	}
 	return b, err
+}
+
+// keyCache holds session keys boxed as the map's keys, for the decodes of
+// one store to share: sessions hold the same few keys. Reads take no lock.
+type keyCache struct {
+	mu sync.Mutex // serializes additions
+	m  atomic.Pointer[map[string]any]
+}
+
+// maxCachedKeys and maxCachedKeyLen bound what a keyCache holds.
+const maxCachedKeys, maxCachedKeyLen = 256, 64
+
+// key returns s boxed, shared if c (which may be nil) holds it or takes it.
+func (c *keyCache) key(s string) any {
+	if c == nil {
+		return s
+	}
+	if k, ok := c.load()[s]; ok {
+		return k
+	}
+	if len(s) > maxCachedKeyLen {
+		return s
+	}
+	s = strings.Clone(s) // s may be part of a larger string
+	k := any(s)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.load(); len(old) < maxCachedKeys {
+		m := make(map[string]any, len(old)+1)
+		maps.Copy(m, old)
+		m[s] = k
+		c.m.Store(&m)
+	}
+	return k
+}
+
+func (c *keyCache) load() map[string]any {
+	if m := c.m.Load(); m != nil {
+		return *m
+	}
+	return nil
 }
 
 // canonical reports whether data, which codec encoded, is the default
@@ -210,7 +260,7 @@ func appendScalar(b []byte, v any) ([]byte, error) {
 	return b, errNotCompact
 }
 
-func (compactCodec) Decode(data []byte) (map[any]any, error) {
+func (c compactCodec) Decode(data []byte) (map[any]any, error) {
 	if len(data) == 0 {
 		return nil, errors.New("compact: no data")
 	}
@@ -221,11 +271,11 @@ func (compactCodec) Decode(data []byte) (map[any]any, error) {
 	default:
 		return nil, fmt.Errorf("compact: unknown form %#x", data[0])
 	}
-	d := compactDecoder{b: data[1:]}
+	d := compactDecoder{b: data[1:], s: string(data[1:])}
 	n := d.count()
 	values := make(map[any]any, presize(n))
 	for i := 0; i < n && d.err == nil; i++ {
-		k := d.string()
+		k := c.keys.key(d.string())
 		values[k] = d.value(0)
 	}
 	if d.err == nil && len(d.b) != 0 {
@@ -239,9 +289,11 @@ func (compactCodec) Decode(data []byte) (map[any]any, error) {
 
 // compactDecoder reads the compact form, whatever the bytes: the first
 // error stops it. It allocates for what it decodes, never for a count the
-// input merely claims (see presize).
+// input merely claims (see presize). Its strings are slices of s, a copy
+// of all of b made once.
 type compactDecoder struct {
 	b   []byte
+	s   string
 	err error
 }
 
@@ -289,7 +341,11 @@ func (d *compactDecoder) bytes() []byte {
 	return v
 }
 
-func (d *compactDecoder) string() string { return string(d.bytes()) }
+func (d *compactDecoder) string() string {
+	b := d.bytes()
+	end := len(d.s) - len(d.b) // b ends where the bytes left begin
+	return d.s[end-len(b) : end]
+}
 
 // fixed reads n bytes.
 func (d *compactDecoder) fixed(n int) []byte {
@@ -378,9 +434,9 @@ func (d *compactDecoder) value(depth int) any {
 		}
 		return []byte(nil) // as gob decodes an empty slice
 	case tag == tagStrings:
-		return list(d, (*compactDecoder).string)
+		return d.strings()
 	case tag == tagList:
-		return list(d, func(d *compactDecoder) any { return d.value(depth + 1) })
+		return d.list(depth + 1)
 	case tag == tagMap:
 		return d.stringMap(depth + 1)
 	}
@@ -399,16 +455,30 @@ func (d *compactDecoder) stringMap(depth int) map[string]any {
 	return v
 }
 
-// list reads a count and that many elements; none gives a nil slice, as
-// gob decodes an empty one.
-func list[T any](d *compactDecoder, elem func(*compactDecoder) T) []T {
+// strings reads a count and that many strings; none gives a nil slice,
+// as gob decodes an empty one.
+func (d *compactDecoder) strings() []string {
 	n := d.count()
 	if n == 0 {
 		return nil
 	}
-	v := make([]T, 0, presize(n))
+	v := make([]string, 0, presize(n))
 	for i := 0; i < n && d.err == nil; i++ {
-		v = append(v, elem(d))
+		v = append(v, d.string())
+	}
+	return v
+}
+
+// list reads a count and that many values at depth; none gives a nil
+// slice, as gob decodes an empty one.
+func (d *compactDecoder) list(depth int) []any {
+	n := d.count()
+	if n == 0 {
+		return nil
+	}
+	v := make([]any, 0, presize(n))
+	for i := 0; i < n && d.err == nil; i++ {
+		v = append(v, d.value(depth))
 	}
 	return v
 }

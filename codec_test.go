@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -317,9 +318,10 @@ func FuzzCompactCodec(f *testing.F) {
 	f.Add(mustEncodeF(f, map[any]any{})[1:])
 	f.Add(mustEncodeF(f, map[any]any{"_flash": []any{"a", int64(1), nil}})[1:])
 	f.Add([]byte{1, 1, 'k', tagList, 2, tagTrue, tagMap, 0})
+	shared := compactCodec{&keyCache{}} // as a store's: keys of earlier inputs cached
 	f.Fuzz(func(t *testing.T, body []byte) {
 		data := append([]byte{compactForm}, body...)
-		values, err := compactCodec{}.Decode(data)
+		values, err := shared.Decode(data)
 		if err != nil {
 			return
 		}
@@ -332,6 +334,52 @@ func FuzzCompactCodec(f *testing.F) {
 			t.Fatalf("round trip: %#v, %v; want %#v", back, err, values)
 		}
 	})
+}
+
+// TestKeyCache: a store's decodes share the boxed keys, up to
+// maxCachedKeys of at most maxCachedKeyLen bytes, and decode the same
+// values with or without them, concurrently too.
+func TestKeyCache(t *testing.T) {
+	codec := compactCodec{&keyCache{}}
+	sample := compactSample()
+	data := mustEncodeT(t, sample)
+	if _, err := codec.Decode(data); err != nil {
+		t.Fatal(err)
+	}
+	plain := testing.AllocsPerRun(50, func() { _, _ = compactCodec{}.Decode(data) })
+	shared := testing.AllocsPerRun(50, func() { _, _ = codec.Decode(data) })
+	if want := plain - float64(len(sample)); shared > want {
+		t.Errorf("a decode allocates %v with the keys cached, %v without; want at most %v", shared, plain, want)
+	}
+	long := strings.Repeat("k", maxCachedKeyLen+1)
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			for i := range maxCachedKeys {
+				values := map[any]any{fmt.Sprint("key", g, i): i, long: "v"}
+				got, err := codec.Decode(mustEncodeT(t, values))
+				if err != nil || !reflect.DeepEqual(got, values) {
+					t.Errorf("Decode = %v, %v; want %v", got, err, values)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := len(codec.keys.load()); n != maxCachedKeys {
+		t.Errorf("the cache holds %d keys, want %d", n, maxCachedKeys)
+	}
+	if _, ok := codec.keys.load()[long]; ok {
+		t.Errorf("the cache holds a key of %d bytes", len(long))
+	}
+}
+
+func mustEncodeT(t *testing.T, values map[any]any) []byte {
+	data, err := compactCodec{}.Encode(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
 
 func mustEncodeF(f *testing.F, values map[any]any) []byte {

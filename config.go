@@ -164,7 +164,7 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("%w: Config.%s is %v: want %s", ErrInvalidConfig, b.field, b.value, b.want)
 		}
 	}
-	c.Codec = cmp.Or[Codec](c.Codec, compactCodec{})
+	c.Codec = cmp.Or[Codec](c.Codec, compactCodec{&keyCache{}})
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.TracerProvider = cmp.Or(c.TracerProvider, otel.GetTracerProvider())
 	c.MeterProvider = cmp.Or(c.MeterProvider, otel.GetMeterProvider())
