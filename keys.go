@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/aes"
 	"crypto/cipher"
@@ -78,10 +79,15 @@ func validSecret(secret string) bool {
 
 // sidMatches reports, in constant time, whether sid is the hash of secret.
 func sidMatches(sid, secret string) bool {
-	var want [2 * sha256.Size]byte
-	sum := sha256.Sum256([]byte(secret))
+	var in [64]byte // secrets are 43 bytes: no allocation
+	if len(secret) > len(in) || len(sid) != 2*sha256.Size {
+		return false
+	}
+	sum := sha256.Sum256(in[:copy(in[:], secret)])
+	var want, got [2 * sha256.Size]byte
 	hex.Encode(want[:], sum[:])
-	return subtle.ConstantTimeCompare(want[:], []byte(sid)) == 1
+	copy(got[:], sid)
+	return subtle.ConstantTimeCompare(want[:], got[:]) == 1
 }
 
 // validChainID reports whether chain is 64 lowercase hex digits.
@@ -176,9 +182,22 @@ func newSealer(pairs []keyPair) *sealer {
 	return s
 }
 
-// macOf returns d's MAC with the HMAC states of pool, appended to sum.
-func macOf(pool *sync.Pool, d *document, sum []byte) []byte {
+// macOf returns d's MAC with the HMAC states of pool.
+func macOf(pool *sync.Pool, d *document) []byte {
 	m := pool.Get().(*macState)
+	defer pool.Put(m)
+	return bytes.Clone(m.sum(d))
+}
+
+// macMatches reports whether mac is d's MAC with the HMAC states of pool.
+func macMatches(pool *sync.Pool, d *document, mac []byte) bool {
+	m := pool.Get().(*macState)
+	defer pool.Put(m)
+	return hmac.Equal(mac, m.sum(d))
+}
+
+// sum returns d's MAC, in m's buffer.
+func (m *macState) sum(d *document) []byte {
 	m.h.Reset()
 	b := binary.BigEndian.AppendUint64(m.buf[:0], uint64(d.format))
 	b = append(binary.BigEndian.AppendUint64(b, uint64(len(d.id))), d.id...)
@@ -194,10 +213,8 @@ func macOf(pool *sync.Pool, d *document, sum []byte) []byte {
 	}
 	m.h.Write(b)
 	m.h.Write(d.data)
-	sum = m.h.Sum(sum)
-	m.buf = b
-	pool.Put(m)
-	return sum
+	m.buf = m.h.Sum(b)
+	return m.buf[len(b):]
 }
 
 // macState is a pooled HMAC state, with a buffer for what it hashes.
@@ -209,8 +226,7 @@ type macState struct {
 // current reports whether d is sealed as the first key pair writes: its
 // MAC, its envelope and its owner digest (owner is its owner, if any).
 func (s *sealer) current(d *document, owner string) bool {
-	var buf [sha256.Size]byte
-	if !hmac.Equal(d.mac, macOf(s.macs[0], d, buf[:0])) || len(d.data) == 0 || d.format != formatVersion {
+	if !macMatches(s.macs[0], d, d.mac) || len(d.data) == 0 || d.format != formatVersion {
 		return false
 	}
 	if owner != "" && d.owner != s.ownerDigest(owner) {
@@ -227,16 +243,15 @@ func (s *sealer) current(d *document, owner string) bool {
 }
 
 // seal sets d's MAC, with the first key.
-func (s *sealer) seal(d *document) { d.mac = macOf(s.macs[0], d, nil) }
+func (s *sealer) seal(d *document) { d.mac = macOf(s.macs[0], d) }
 
 // verify reports whether d's MAC checks out with any key.
 func (s *sealer) verify(d *document) bool { return s.keyOf(d) >= 0 }
 
 // keyOf returns the index of the key pair d's MAC checks out with, or -1.
 func (s *sealer) keyOf(d *document) int {
-	var buf [sha256.Size]byte
 	for i, pool := range s.macs {
-		if hmac.Equal(d.mac, macOf(pool, d, buf[:0])) {
+		if macMatches(pool, d, d.mac) {
 			return i
 		}
 	}
