@@ -62,7 +62,7 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 			defer s.states.release(session) // even if the handler panics
 			defer s.unlock(r.Context(), session)
 			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, onError: onError,
-				baseHeader: w.Header().Clone()}
+				baseHeader: maps.Clone(w.Header())}
 			next.ServeHTTP(sw, r)
 			sw.finish()
 		})
@@ -97,7 +97,7 @@ type sessionWriter struct {
 	req        *http.Request
 	session    *sessions.Session
 	onError    func(http.ResponseWriter, *http.Request, error)
-	baseHeader http.Header // as before the handler ran, restored on a failed save
+	baseHeader http.Header // as before the handler ran (its values shared), restored on a failed save
 
 	once      sync.Once
 	committed bool        // the response may have started
