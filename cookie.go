@@ -1,11 +1,20 @@
 package mongostore
 
 import (
+	"bytes"
+	"cmp"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
+	"net/textproto"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gorilla/securecookie"
@@ -16,9 +25,16 @@ import (
 const cookieMaxLength = 4096
 
 // cookieCodec signs (and, with a block key, encrypts) the session's token
-// (see keys.go) into the cookie value, with securecookie: the first key pair writes, every
-// pair reads.
-type cookieCodec []securecookie.Codec
+// (see keys.go) into the cookie value, with securecookie: the first key
+// pair writes, every pair reads.
+type cookieCodec []cookieKey
+
+// cookieKey is a key pair's securecookie codec and, for a pair without a
+// block key, a pool of HMAC states with its hash key, for verifySigned.
+type cookieKey struct {
+	codec securecookie.Codec
+	macs  *sync.Pool // nil with a block key
+}
 
 func newCookieCodec(pairs []keyPair) cookieCodec {
 	var c cookieCodec
@@ -30,7 +46,11 @@ func newCookieCodec(pairs []keyPair) cookieCodec {
 		// cookie's signed timestamp: a session's own MaxAge may be longer
 		// than any store-wide bound.
 		sc.MaxAge(0)
-		c = append(c, sc)
+		k := cookieKey{codec: sc}
+		if p.block == nil {
+			k.macs = &sync.Pool{New: func() any { return &macState{h: hmac.New(sha256.New, p.hash)} }}
+		}
+		c = append(c, k)
 	}
 	return c
 }
@@ -38,64 +58,132 @@ func newCookieCodec(pairs []keyPair) cookieCodec {
 // maxCookies bounds how many cookies of one name the store reads.
 const maxCookies = 8
 
+// cookieToken is the token of a request's cookie and, if the current key
+// pair signed it, the cookie's value: a save sends it back rather than
+// sign anew.
+type cookieToken struct{ token, value string }
+
 // tokens returns the tokens in the request's cookies called name that
-// verify, in order, at most maxCookies, and beside each its cookie's value
-// if the current key signed it (saves send it back rather than sign anew).
-// Without any that verifies, err is the first cookie's error.
-func (c cookieCodec) tokens(r *http.Request, name string) (ids, reusable []string, err error) {
-	for _, cookie := range r.CookiesNamed(name) {
-		id, current, cerr := c.decode(name, cookie.Value)
+// verify, in order, each once, at most maxCookies. Without any that
+// verifies, err is the first cookie's error.
+func (c cookieCodec) tokens(r *http.Request, name string) (tokens []cookieToken, err error) {
+	for value := range cookieValues(r, name) {
+		token, current, cerr := c.decode(name, value)
 		switch {
 		case cerr != nil:
-			if err == nil {
-				err = cerr
-			}
-		case len(ids) < maxCookies && !slices.Contains(ids, id):
-			ids = append(ids, id)
+			err = cmp.Or(err, cerr)
+		case len(tokens) < maxCookies && !slices.ContainsFunc(tokens, func(t cookieToken) bool { return t.token == token }):
 			if !current {
-				cookie.Value = ""
+				value = ""
 			}
-			reusable = append(reusable, cookie.Value)
+			tokens = append(tokens, cookieToken{token, value})
 		}
 	}
-	if len(ids) > 0 {
+	if len(tokens) > 0 {
 		err = nil
 	}
-	return ids, reusable, err
+	return tokens, err
+}
+
+// cookieValues yields the values of the request's cookies called name, in
+// order, as r.CookiesNamed reads them (FuzzCookieValues), but for its
+// limit on the number of cookies, and without allocating.
+func cookieValues(r *http.Request, name string) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for _, line := range r.Header["Cookie"] {
+			for part := range strings.SplitSeq(line, ";") {
+				if v, ok := cookieValue(part, name); ok && !yield(v) {
+					return
+				}
+			}
+		}
+	}
+}
+
+// cookieValue returns the value of part, a pair of a Cookie header, if it
+// is called name and its value is one a cookie can hold, unquoted.
+func cookieValue(part, name string) (string, bool) {
+	k, v, _ := strings.Cut(textproto.TrimString(part), "=")
+	if textproto.TrimString(k) != name {
+		return "", false
+	}
+	if len(v) > 1 && v[0] == '"' && v[len(v)-1] == '"' {
+		v = v[1 : len(v)-1]
+	}
+	return v, !strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r > '~' || r == '"' || r == ';' || r == '\\' })
 }
 
 // decode verifies a cookie value and returns the token it holds, and
 // whether the current key pair signed it.
 func (c cookieCodec) decode(name, value string) (id string, current bool, err error) {
-	var raw []byte
-	if err := c[0].Decode(name, value, &raw); err == nil {
-		current = true
-	} else if err := securecookie.DecodeMulti(name, value, &raw, c...); err != nil {
-		return "", false, fmt.Errorf("%w: %w", ErrInvalidCookie, unwrapMulti(err))
+	for i, k := range c {
+		if id, ok := k.verifySigned(name, value); ok && validToken(id) {
+			return id, i == 0, nil
+		}
 	}
-	if id = string(raw); !validToken(id) {
-		return "", false, fmt.Errorf("%w: malformed session token", ErrInvalidCookie)
+	errs := make([]error, 0, len(c))
+	for i, k := range c {
+		var raw []byte
+		if err := k.codec.Decode(name, value, &raw); err != nil {
+			errs = append(errs, err)
+		} else if id = string(raw); validToken(id) {
+			return id, i == 0, nil
+		} else {
+			return "", false, fmt.Errorf("%w: malformed session token", ErrInvalidCookie)
+		}
 	}
-	return id, current, nil
+	return "", false, fmt.Errorf("%w: %w", ErrInvalidCookie, errors.Join(errs...))
 }
 
-// encode returns the cookie value for token id.
+// verifySigned returns the token in value if k, a pair without a block
+// key, signed it for name. It checks what k.codec's Decode checks (the
+// length; the base64; the MAC of name|date|payload; a date, of any age),
+// without its allocations; FuzzVerifySigned holds the two to the same
+// answers.
+func (k cookieKey) verifySigned(name, value string) (string, bool) {
+	if k.macs == nil || len(value) > cookieMaxLength {
+		return "", false
+	}
+	m := k.macs.Get().(*macState)
+	defer k.macs.Put(m)
+	return m.verifySigned(name, value)
+}
+
+// verifySigned is cookieKey.verifySigned with m, an HMAC state of its
+// hash key, and its buffer.
+func (m *macState) verifySigned(name, value string) (string, bool) {
+	b := append(m.buf[:0], value...)
+	msg := len(b) // name|date|payload starts here
+	b = append(append(b, name...), '|')
+	b, err := base64.URLEncoding.AppendDecode(b, b[:msg])
+	m.buf = b[:0] // keep the grown buffer
+	dated := b[msg+len(name)+1:]
+	i := bytes.IndexByte(dated, '|')
+	j := bytes.IndexByte(dated[i+1:], '|') + i + 1
+	if err != nil || i < 0 || j <= i {
+		return "", false
+	}
+	m.h.Reset()
+	m.h.Write(b[msg : msg+len(name)+1+j])
+	b = m.h.Sum(b)
+	if !hmac.Equal(dated[j+1:], b[len(b)-sha256.Size:]) {
+		return "", false
+	}
+	if _, err := strconv.ParseInt(string(dated[:i]), 10, 64); err != nil {
+		return "", false
+	}
+	token, err := base64.URLEncoding.AppendDecode(b, dated[i+1:j])
+	m.buf = token[:0]
+	return string(token[len(b):]), err == nil
+}
+
+// encode returns the cookie value for token id, signed with the first pair.
 func (c cookieCodec) encode(name, id string) (string, error) {
-	v, err := securecookie.EncodeMulti(name, []byte(id), c...)
+	v, err := c[0].codec.Encode(name, []byte(id))
 	if err != nil {
-		return "", fmt.Errorf("%w: cookie: %w", ErrEncode, unwrapMulti(err))
+		return "", fmt.Errorf("%w: cookie: %w", ErrEncode, err)
 	}
 	return v, nil
-}
-
-// unwrapMulti turns securecookie's MultiError, which errors.Is cannot see
-// into, into a joined error.
-func unwrapMulti(err error) error {
-	var multi securecookie.MultiError
-	if errors.As(err, &multi) {
-		return errors.Join(multi...)
-	}
-	return err
 }
 
 // setCookie sets the cookie called name to value, or with opts.MaxAge < 0

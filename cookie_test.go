@@ -2,11 +2,15 @@ package mongostore
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,23 +82,18 @@ func TestUnusableCookies(t *testing.T) {
 		})
 	}
 
-	t.Run("expired signed timestamp", func(t *testing.T) {
+	// The store never checks the cookie's signed timestamp: the document
+	// decides when a session ends, and may outlive any cookie age.
+	t.Run("old signed timestamp", func(t *testing.T) {
 		f := newFixture(t, Config{})
-		f.store.MaxAge(3600) // the document lives on; only the cookie's timestamp expires
+		f.store.MaxAge(3600)
 		_, id := saveNewSession(t, f, map[any]any{"k": "v"})
-		b := newBrowser()
-		b.cookies[testSessionName] = &http.Cookie{Name: testSessionName, Value: agedCookie(testSessionName, id, testHashKey, 2*time.Minute)}
-		// The store itself never checks the timestamp: the document decides.
-		if s, err := loadSession(t, f, b); err != nil || s.IsNew {
-			t.Fatalf("a cookie stamped 2 minutes ago: IsNew=%v err=%v; want the session", s.IsNew, err)
-		}
-		for _, c := range f.store.cookies {
-			c.(*securecookie.SecureCookie).MaxAge(60)
-		}
-		f.cmds.reset()
-		s, err := loadSession(t, f, b)
-		if !s.IsNew || !errors.Is(err, ErrInvalidCookie) || f.cmds.count.Load() != 0 {
-			t.Fatalf("IsNew=%v err=%v commands=%d; want fresh session, ErrInvalidCookie, no query", s.IsNew, err, f.cmds.count.Load())
+		for _, age := range []time.Duration{2 * time.Minute, 400 * 24 * time.Hour} {
+			b := newBrowser()
+			b.cookies[testSessionName] = &http.Cookie{Name: testSessionName, Value: agedCookie(testSessionName, id, testHashKey, age)}
+			if s, err := loadSession(t, f, b); err != nil || s.IsNew {
+				t.Fatalf("a cookie stamped %v ago: IsNew=%v err=%v; want the session", age, s.IsNew, err)
+			}
 		}
 	})
 }
@@ -207,8 +206,8 @@ func FuzzDecodeCookie(f *testing.F) {
 		return v
 	}
 	id := freshToken()
-	encrypted := encode(testSessionName, []byte(id), store.cookies[0])
-	signed := encode(testSessionName, []byte(id), store.cookies[1])
+	encrypted := encode(testSessionName, []byte(id), store.cookies[0].codec)
+	signed := encode(testSessionName, []byte(id), store.cookies[1].codec)
 	for i, v := range []string{encrypted, signed} {
 		if got, current, err := store.cookies.decode(testSessionName, v); err != nil || got != id || current != (i == 0) {
 			f.Fatalf("decode of a valid cookie = %q, current key %v, %v; want %q, %v", got, current, err, id, i == 0)
@@ -221,11 +220,11 @@ func FuzzDecodeCookie(f *testing.F) {
 		signed[:len(signed)-1],
 		flipCookie(encrypted),
 		flipCookie(signed),
-		encode(testSessionName, []byte("short"), store.cookies[0]),                                                 // valid signature, malformed ID
-		encode(testSessionName, []byte(id+"="), store.cookies[1]),                                                  // padded ID
-		encode(testSessionName, []byte(strings.Repeat("A", secretEncoding.EncodedLen(idBytes))), store.cookies[1]), // valid form
-		encode("other", []byte(id), store.cookies[0]),                                                              // signed for another name
-		encode(testSessionName, []byte{}, store.cookies[1]),
+		encode(testSessionName, []byte("short"), store.cookies[0].codec),                                                 // valid signature, malformed ID
+		encode(testSessionName, []byte(id+"="), store.cookies[1].codec),                                                  // padded ID
+		encode(testSessionName, []byte(strings.Repeat("A", secretEncoding.EncodedLen(idBytes))), store.cookies[1].codec), // valid form
+		encode("other", []byte(id), store.cookies[0].codec),                                                              // signed for another name
+		encode(testSessionName, []byte{}, store.cookies[1].codec),
 		"",
 		"|",
 		"||",
@@ -342,4 +341,82 @@ func TestAtMostEightCookiesOfOneName(t *testing.T) {
 	if n := f.count(t); n != 10-8 {
 		t.Errorf("%d documents after the logout, want the %d past the cap", n, 10-8)
 	}
+}
+
+// FuzzVerifySigned holds verifySigned, the store's own check of a cookie
+// signed without a block key, to securecookie's Decode: any value, and any
+// value signed as securecookie signs (date, payload, then a byte flipped at
+// flip, if within it), gets the same answer from both, and the same token.
+func FuzzVerifySigned(f *testing.F) {
+	pairs, err := parseKeyPairs([][]byte{testHashKey})
+	if err != nil {
+		f.Fatal(err)
+	}
+	key := newCookieCodec(pairs)[0]
+	valid := agedCookie(testSessionName, freshToken(), testHashKey, 0)
+	for _, seed := range []string{valid, flipCookie(valid), valid[:len(valid)-2], "", "||", "MTcwMDAwMDAwMHx8", "a\r\nb", strings.Repeat("A", cookieMaxLength+4)} {
+		f.Add(seed, "1700000000", []byte(freshToken()), uint16(0xffff))
+	}
+	f.Add("", "-1", []byte("x|y"), uint16(3))
+	f.Add("", "+12", []byte{}, uint16(0xffff))
+	f.Add("", "1e3", []byte("token"), uint16(0xffff))
+	f.Fuzz(func(t *testing.T, value, date string, payload []byte, flip uint16) {
+		body := date + "|" + base64.URLEncoding.EncodeToString(payload)
+		m := hmac.New(sha256.New, testHashKey)
+		m.Write([]byte(testSessionName + "|" + body))
+		signed := []byte(base64.URLEncoding.EncodeToString(append([]byte(body+"|"), m.Sum(nil)...)))
+		if int(flip) < len(signed) {
+			signed[flip] ^= 1
+		}
+		for _, v := range []string{value, string(signed)} {
+			var raw []byte
+			want := key.codec.Decode(testSessionName, v, &raw) == nil
+			got, ok := key.verifySigned(testSessionName, v)
+			if ok != want || (ok && got != string(raw)) {
+				t.Fatalf("verifySigned(%q) = %q, %v; securecookie: %q, %v", v, got, ok, raw, want)
+			}
+		}
+	})
+}
+
+// TestVerifySignedAllocates: a valid cookie costs one allocation, its
+// token (with an HMAC state at hand: a pool may drop one).
+func TestVerifySignedAllocates(t *testing.T) {
+	pairs, err := parseKeyPairs([][]byte{testHashKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, token := newCookieCodec(pairs)[0], freshToken()
+	value := agedCookie(testSessionName, token, testHashKey, 0)
+	if got, ok := key.verifySigned(testSessionName, value); !ok || got != token {
+		t.Fatalf("verifySigned = %q, %v; want %q", got, ok, token)
+	}
+	m := key.macs.Get().(*macState)
+	if n := testing.AllocsPerRun(100, func() { m.verifySigned(testSessionName, value) }); n > 1 {
+		t.Errorf("verifySigned allocates %v times, want 1", n)
+	}
+}
+
+// FuzzCookieValues holds cookieValues to r.CookiesNamed: the same values,
+// in the same order, from any Cookie header lines.
+func FuzzCookieValues(f *testing.F) {
+	for _, seed := range []string{
+		testSessionName + "=abc", testSessionName + `="abc"; x=1; ` + testSessionName + "=d e", " " + testSessionName + " = v ;",
+		testSessionName + `=a\b; ` + testSessionName + `="`, ";;" + testSessionName + "=\x7f;" + testSessionName, "x=y",
+	} {
+		f.Add(seed, testSessionName+"=second")
+	}
+	f.Fuzz(func(t *testing.T, line1, line2 string) {
+		r := &http.Request{Header: http.Header{"Cookie": {line1, line2}}}
+		var want, got []string
+		for _, c := range r.CookiesNamed(testSessionName) {
+			want = append(want, c.Value)
+		}
+		for v := range cookieValues(r, testSessionName) {
+			got = append(got, v)
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("cookieValues = %q; CookiesNamed: %q", got, want)
+		}
+	})
 }

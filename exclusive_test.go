@@ -418,7 +418,7 @@ func TestFailedLockKeepsTheSession(t *testing.T) {
 				http.Error(w, "busy", http.StatusServiceUnavailable)
 			}).ServeHTTP(rec, req)
 			c := responseCookie(rec.Header(), testSessionName)
-			if c != nil && c.MaxAge >= 0 && (tc.docs == 0 || docID(cookieToken(t, f, c.Value)) != docID(token)) {
+			if c != nil && c.MaxAge >= 0 && (tc.docs == 0 || docID(tokenOf(t, f, c.Value)) != docID(token)) {
 				t.Errorf("the response sets a session cookie of another session: %v", c)
 			}
 			if n := f.count(t); n != tc.docs {
@@ -428,8 +428,8 @@ func TestFailedLockKeepsTheSession(t *testing.T) {
 	}
 }
 
-// cookieToken returns the token a cookie value of f's store holds.
-func cookieToken(t *testing.T, f *storeFixture, value string) string {
+// tokenOf returns the token a cookie value of f's store holds.
+func tokenOf(t *testing.T, f *storeFixture, value string) string {
 	t.Helper()
 	token, _, err := f.store.cookies.decode(testSessionName, value)
 	if err != nil {

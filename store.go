@@ -64,7 +64,7 @@ func (s *Store) New(r *http.Request, name string) (*sessions.Session, error) {
 // lock if locked (exclusive.go).
 func (s *Store) newSession(r *http.Request, name string, managed, locked bool) (*sessions.Session, error) {
 	session := sessions.NewSession(s, name)
-	session.Options, session.IsNew = s.newOptions(), true
+	*session.Options, session.IsNew = *s.newOptions(), true
 	if r == nil {
 		return session, errNil("request")
 	}
@@ -72,10 +72,10 @@ func (s *Store) newSession(r *http.Request, name string, managed, locked bool) (
 		return session, err
 	}
 	ctx, sp := s.tel.start(r.Context(), opLoad)
-	tokens, reusable, err := s.cookies.tokens(r, name)
+	tokens, err := s.cookies.tokens(r, name)
 	sp.outcome = outcomeNew
 	if len(tokens) > 0 {
-		l, timeout := loading{session: session, tokens: tokens, reusable: reusable, managed: managed}, s.cfg.Timeout
+		l, timeout := loading{session: session, tokens: tokens, managed: managed}, s.cfg.Timeout
 		if locked {
 			l.holder, timeout = newHolderID(), timeout+s.cfg.LockWait
 		}
@@ -93,10 +93,10 @@ func (s *Store) newSession(r *http.Request, name string, managed, locked bool) (
 
 // loading is one load of a session under way.
 type loading struct {
-	session          *sessions.Session
-	tokens, reusable []string // the request's cookies' tokens, and their values to send back
-	holder           string   // the lock's holder ID, to take it; "" not to
-	managed          bool     // for the middleware, which releases the lock after its save
+	session *sessions.Session
+	tokens  []cookieToken // the request's cookies' tokens
+	holder  string        // the lock's holder ID, to take it; "" not to
+	managed bool          // for the middleware, which releases the lock after its save
 }
 
 // load reads into the session the first live session of its tokens, in
@@ -108,8 +108,8 @@ type loading struct {
 func (s *Store) load(ctx context.Context, l *loading) (outcome, int, time.Duration, error) {
 	var decodeErr error
 	var waited time.Duration
-	for i, token := range l.tokens {
-		chain, secret, _ := splitToken(token)
+	for _, t := range l.tokens {
+		chain, secret, _ := splitToken(t.token)
 		raw, wait, err := s.fetch(ctx, chain, secret, l.holder)
 		if waited += wait; err != nil {
 			s.states.set(l.session, sessionState{others: chainsOf(l.tokens, "")})
@@ -125,10 +125,10 @@ func (s *Store) load(ctx context.Context, l *loading) (outcome, int, time.Durati
 			continue
 		}
 		session := l.session
-		session.ID, session.Values, session.IsNew = token, values, false
+		session.ID, session.Values, session.IsNew = t.token, values, false
 		session.Options.MaxAge = d.maxAge // the session's own lifetime ("remember me")
 		st := stateOf(&d, encoded, values, session.Options)
-		st.token, st.cookie, st.others, st.lock, st.managed = token, l.reusable[i], chainsOf(l.tokens, d.id), l.holder, l.managed
+		st.token, st.cookie, st.others, st.lock, st.managed = t.token, t.value, chainsOf(l.tokens, d.id), l.holder, l.managed
 		s.states.set(session, st)
 		if l.holder != "" {
 			s.emitWait(ctx, st, waited)
@@ -152,10 +152,10 @@ func (s *Store) refused(ctx context.Context, raw bson.Raw, d *document, values m
 
 // chainsOf returns the chains of tokens, each once, but chain skip, with
 // the hash of each one's secret.
-func chainsOf(tokens []string, skip string) []otherCookie {
+func chainsOf(tokens []cookieToken, skip string) []otherCookie {
 	var others []otherCookie
-	for _, token := range tokens {
-		chain, secret, _ := splitToken(token)
+	for _, t := range tokens {
+		chain, secret, _ := splitToken(t.token)
 		if chain != skip && !slices.ContainsFunc(others, func(o otherCookie) bool { return o.chain == chain }) {
 			others = append(others, otherCookie{chain, hashHex(secret)})
 		}
