@@ -238,6 +238,8 @@ func cpuTime() int64 {
 func TestTable(t *testing.T) {
 	in := `BenchmarkLoad/store-2   300   1229864 ns/op   12602 B/op   153 allocs/op   41000 cpu-ns/op
 BenchmarkLoad/driver-2  300   1159105 ns/op   7435 B/op    72 allocs/op    30000 cpu-ns/op
+BenchmarkSave/store-2   300   1 ns/op   1 B/op   107 allocs/op   60000 cpu-ns/op
+BenchmarkSave/driver-2  300   1 ns/op   1 B/op   94 allocs/op    50000 cpu-ns/op
 BenchmarkMiddleware/ro/store-2  300  1 ns/op  1 B/op  155 allocs/op  50000 cpu-ns/op
 BenchmarkMiddleware/ro/driver-2  300  1 ns/op  1 B/op  78 allocs/op  20000 cpu-ns/op
 `
@@ -245,7 +247,8 @@ BenchmarkMiddleware/ro/driver-2  300  1 ns/op  1 B/op  78 allocs/op  20000 cpu-n
 	if err := table(strings.NewReader(in), &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| Load | store | 153 | 72 | +81 | 41 | 30 | +11 |", "| Middleware/ro | store | 155 | 78 | +77 | 50 | 20 | +30 |"} {
+	for _, want := range []string{"| Load | store | 153 | 72 | +81 | 41 | 30 | +11 |", "| Middleware/ro | store | 155 | 78 | +77 | 50 | 20 | +30 |",
+		"| Load+Save | store | 260 | 166 | +94 | 101 | 80 | +21 |"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

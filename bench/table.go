@@ -57,6 +57,9 @@ func table(r io.Reader, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if sum := sumOf(results["Load"], results["Save"]); sum != nil { // the "load + save" (a rw request without the middleware)
+		results["Load+Save"], order = sum, append(order, "Load+Save")
+	}
 	fmt.Fprintln(out, "| benchmark | variant | allocs/op | driver's | store's own | CPU µs/op | driver's | store's own |")
 	fmt.Fprintln(out, "|---|---|---:|---:|---:|---:|---:|---:|")
 	rows := 0
@@ -84,4 +87,22 @@ func table(r io.Reader, out io.Writer) error {
 		return fmt.Errorf("%w: no benchmark with a driver variant in the input (run with -benchmem)", errUsage)
 	}
 	return nil
+}
+
+// sumOf returns the variants both a and b have, each with their metrics
+// added, or nil if they share none.
+func sumOf(a, b map[string]benchResult) map[string]benchResult {
+	var sum map[string]benchResult
+	for v, ra := range a {
+		if rb, ok := b[v]; ok {
+			if sum == nil {
+				sum = map[string]benchResult{}
+			}
+			sum[v] = benchResult{}
+			for unit, x := range ra {
+				sum[v][unit] = x + rb[unit]
+			}
+		}
+	}
+	return sum
 }
