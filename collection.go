@@ -90,31 +90,86 @@ func parseDocument(raw bson.Raw) (document, error) {
 		}
 		return nil
 	}
-	version, ok := raw.Lookup(fieldVersion).AsInt64OK()
+	f := fieldsOf(raw)
+	version, ok := f.version.AsInt64OK()
 	if ok && (version < format1 || version > formatVersion) {
 		return d, fmt.Errorf("%w: unknown format version %d", errMalformed, version)
 	}
-	maxAge, okAge := raw.Lookup(fieldMaxAge).AsInt64OK()
+	maxAge, okAge := f.maxAge.AsInt64OK()
 	d.format, d.maxAge = version, int(maxAge)
 	var okID, okSID, okRev, okData, okMAC, okC, okU, okE bool
-	d.id, okID = raw.Lookup(fieldID).StringValueOK()
+	d.id, okID = f.id.StringValueOK()
 	d.sid, okSID = d.id, true
 	if version == formatVersion {
-		d.sid, okSID = raw.Lookup(fieldSID).StringValueOK()
+		d.sid, okSID = f.sid.StringValueOK()
 	}
-	d.rev, okRev = raw.Lookup(fieldRev).AsInt64OK()
-	d.data, okData = binaryOK(raw.Lookup(fieldData))
-	d.mac, okMAC = binaryOK(raw.Lookup(fieldMAC))
-	d.createdAt, okC = dateOK(raw.Lookup(fieldCreatedAt))
-	d.updatedAt, okU = dateOK(raw.Lookup(fieldUpdatedAt))
-	d.expiresAt, okE = dateOK(raw.Lookup(fieldExpiresAt))
-	d.owner, _ = raw.Lookup(fieldOwner).StringValueOK()
+	d.rev, okRev = f.rev.AsInt64OK()
+	d.data, okData = binaryOK(f.data)
+	d.mac, okMAC = binaryOK(f.mac)
+	d.createdAt, okC = dateOK(f.createdAt)
+	d.updatedAt, okU = dateOK(f.updatedAt)
+	d.expiresAt, okE = dateOK(f.expiresAt)
+	d.owner, _ = f.owner.StringValueOK()
 	if version == format2 {
-		d.lineage, _ = raw.Lookup(fieldLineage).StringValueOK()
+		d.lineage, _ = f.lineage.StringValueOK()
 	}
 	return d, errors.Join(get(fieldVersion, ok), get(fieldID, okID), get(fieldSID, okSID), get(fieldRev, okRev),
 		get(fieldData, okData), get(fieldMAC, okMAC), get(fieldCreatedAt, okC), get(fieldUpdatedAt, okU),
 		get(fieldExpiresAt, okE), get(fieldMaxAge, okAge))
+}
+
+// documentFields are the values of the fields a session document is read
+// from, each the first of its name (as bson.Raw.Lookup finds it).
+type documentFields struct {
+	version, id, sid, rev, data, mac, createdAt, updatedAt, expiresAt, maxAge, owner, lineage bson.RawValue
+}
+
+// fieldsOf reads raw, a valid document, in one pass (a Lookup of each field
+// would scan it from the start).
+func fieldsOf(raw bson.Raw) documentFields {
+	var f documentFields
+	for rest := raw[4 : len(raw)-1]; len(rest) > 0; {
+		e, next, ok := bsoncore.ReadElement(rest)
+		if !ok {
+			break
+		}
+		if v := f.field(string(e.KeyBytes())); v != nil && v.Type == 0 {
+			*v = bson.RawValue{Type: bson.Type(e[0]), Value: e.Value().Data}
+		}
+		rest = next
+	}
+	return f
+}
+
+// field returns where f keeps the field called name, or nil.
+func (f *documentFields) field(name string) *bson.RawValue {
+	switch name {
+	case fieldVersion:
+		return &f.version
+	case fieldID:
+		return &f.id
+	case fieldSID:
+		return &f.sid
+	case fieldRev:
+		return &f.rev
+	case fieldData:
+		return &f.data
+	case fieldMAC:
+		return &f.mac
+	case fieldCreatedAt:
+		return &f.createdAt
+	case fieldUpdatedAt:
+		return &f.updatedAt
+	case fieldExpiresAt:
+		return &f.expiresAt
+	case fieldMaxAge:
+		return &f.maxAge
+	case fieldOwner:
+		return &f.owner
+	case fieldLineage:
+		return &f.lineage
+	}
+	return nil
 }
 
 func binaryOK(v bson.RawValue) ([]byte, bool) {

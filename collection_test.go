@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/x/bsonx/bsoncore"
 )
 
 func TestDocumentLayout(t *testing.T) {
@@ -284,6 +285,8 @@ func FuzzDecodeDocument(f *testing.F) {
 	for _, doc := range fuzzDocuments(f) {
 		f.Add(doc)
 	}
+	twice := bsoncore.NewDocumentBuilder().AppendInt64(fieldRev, 1).AppendString(fieldID, "a").AppendInt64(fieldRev, 2).Build()
+	f.Add([]byte(twice)) // the first rev is the document's, as Lookup reads it
 	if _, err := os.Stat(format2Fixture); err == nil { // absent only while TestWriteFixture writes it anew
 		for _, doc := range append(readFormat1Fixture(f, format1Fixture), readFormat1Fixture(f, format2Fixture)...) {
 			f.Add([]byte(doc.raw))
@@ -294,6 +297,16 @@ func FuzzDecodeDocument(f *testing.F) {
 		{cfg: Config{Codec: &spyCodec{}}, sealer: testEncryptingSealer(f)},
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
+		if r := bson.Raw(raw); r.Validate() == nil { // fieldsOf finds what Lookup finds
+			got := fieldsOf(r)
+			for name, v := range map[string]bson.RawValue{fieldVersion: got.version, fieldID: got.id, fieldSID: got.sid, fieldRev: got.rev,
+				fieldData: got.data, fieldMAC: got.mac, fieldCreatedAt: got.createdAt, fieldUpdatedAt: got.updatedAt,
+				fieldExpiresAt: got.expiresAt, fieldMaxAge: got.maxAge, fieldOwner: got.owner, fieldLineage: got.lineage} {
+				if want := r.Lookup(name); v.Type != want.Type || !bytes.Equal(v.Value, want.Value) {
+					t.Fatalf("fieldsOf: %s = %v, Lookup: %v", name, v, want)
+				}
+			}
+		}
 		for _, store := range stores {
 			spy := store.cfg.Codec.(*spyCodec)
 			spy.decoded = nil
