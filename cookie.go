@@ -110,7 +110,7 @@ func cookieValue(part, name string) (string, bool) {
 	if len(v) > 1 && v[0] == '"' && v[len(v)-1] == '"' {
 		v = v[1 : len(v)-1]
 	}
-	return v, !strings.ContainsFunc(v, func(r rune) bool { return r < ' ' || r > '~' || r == '"' || r == ';' || r == '\\' })
+	return v, allBytes(v, func(c byte) bool { return ' ' <= c && c <= '~' && c != '"' && c != ';' && c != '\\' })
 }
 
 // decode verifies a cookie value and returns the token it holds, and

@@ -72,9 +72,9 @@ func validToken(token string) bool {
 
 // validSecret reports whether secret has the form of idBytes in base64url.
 func validSecret(secret string) bool {
-	return len(secret) == secretEncoding.EncodedLen(idBytes) && strings.IndexFunc(secret, func(r rune) bool {
-		return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && r != '-' && r != '_'
-	}) < 0
+	return len(secret) == secretEncoding.EncodedLen(idBytes) && allBytes(secret, func(c byte) bool {
+		return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_'
+	})
 }
 
 // sidMatches reports, in constant time, whether sid is the hash of secret.
@@ -90,11 +90,19 @@ func sidMatches(sid, secret string) bool {
 	return subtle.ConstantTimeCompare(want[:], got[:]) == 1
 }
 
+// allBytes reports whether every byte of s satisfies ok.
+func allBytes(s string, ok func(byte) bool) bool {
+	for i := range len(s) {
+		if !ok(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
 // validChainID reports whether chain is 64 lowercase hex digits.
 func validChainID(chain string) bool {
-	return len(chain) == 2*idBytes && strings.IndexFunc(chain, func(r rune) bool {
-		return (r < '0' || r > '9') && (r < 'a' || r > 'f')
-	}) < 0
+	return len(chain) == 2*idBytes && allBytes(chain, func(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' })
 }
 
 // hashHex returns the hex SHA-256 of s.
