@@ -84,12 +84,13 @@ fuzz:
 # the default codec's share, with allocations and CPU time per operation;
 # against MONGODB_URI or, when it is empty, an embedded FerretDB v1 server
 # in process. It ends with the table of what the store costs beyond the
-# bare driver (bench table; docs/performance.md shows one). Extra flags in
-# BENCH_FLAGS, e.g. BENCH_FLAGS='-benchtime=2000x -bench=Load'.
+# bare driver (bench table; docs/performance.md shows one): the median of
+# 5 rounds of 2,000 operations, store and driver interleaved in each. Extra
+# flags in BENCH_FLAGS, e.g. BENCH_FLAGS='-count=1 -bench=Load'.
 BENCH_FLAGS ?=
 bench:
 	@out=$$(mktemp); trap 'rm -f "$$out"' EXIT; \
-	$(GO) test -C bench -run='^$$' -bench=. -benchmem -count=1 $(BENCH_FLAGS) . | tee "$$out" && \
+	$(GO) test -C bench -run='^$$' -bench=. -benchmem -benchtime=2000x -count=5 $(BENCH_FLAGS) . | tee "$$out" && \
 	echo && $(GO) run -C bench . table < "$$out"
 
 # go run prints nothing while it builds: say so first.

@@ -23,9 +23,10 @@ var benchLine = regexp.MustCompile(`^Benchmark(\w+)/(\S+?)(?:-\d+)?\s+\d+\s+(.*)
 type benchResult map[string]float64
 
 // readBenchmarks returns the results of r's benchmark lines, by benchmark
-// and variant, and the benchmarks in the order met.
+// and variant, and the benchmarks in the order met. A variant run more than
+// once (-count) gets the median of each metric.
 func readBenchmarks(r io.Reader) (map[string]map[string]benchResult, []string, error) {
-	results, order := map[string]map[string]benchResult{}, []string(nil)
+	runs, order := map[string]map[string][]benchResult{}, []string(nil)
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
 		m := benchLine.FindStringSubmatch(sc.Text())
@@ -42,13 +43,35 @@ func readBenchmarks(r io.Reader) (map[string]map[string]benchResult, []string, e
 				res[fields[i+1]] = v
 			}
 		}
-		if results[name] == nil {
-			results[name] = map[string]benchResult{}
+		if runs[name] == nil {
+			runs[name] = map[string][]benchResult{}
 			order = append(order, name)
 		}
-		results[name][variant] = res
+		runs[name][variant] = append(runs[name][variant], res)
+	}
+	results := map[string]map[string]benchResult{}
+	for name, variants := range runs {
+		results[name] = map[string]benchResult{}
+		for v, rs := range variants {
+			results[name][v] = median(rs)
+		}
 	}
 	return results, order, sc.Err()
+}
+
+// median returns each metric's median over rs (of an even count, the
+// mean of the middle two).
+func median(rs []benchResult) benchResult {
+	m := benchResult{}
+	for unit := range rs[0] {
+		xs := make([]float64, 0, len(rs))
+		for _, r := range rs {
+			xs = append(xs, r[unit])
+		}
+		slices.Sort(xs)
+		m[unit] = (xs[(len(xs)-1)/2] + xs[len(xs)/2]) / 2
+	}
+	return m
 }
 
 // table prints the store-against-driver table of the benchmarks in r.
