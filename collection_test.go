@@ -285,8 +285,9 @@ func FuzzDecodeDocument(f *testing.F) {
 	for _, doc := range fuzzDocuments(f) {
 		f.Add(doc)
 	}
+	// A field twice: the first is the document's, as Lookup reads it.
 	twice := bsoncore.NewDocumentBuilder().AppendInt64(fieldRev, 1).AppendString(fieldID, "a").AppendInt64(fieldRev, 2).Build()
-	f.Add([]byte(twice)) // the first rev is the document's, as Lookup reads it
+	f.Add([]byte(twice))
 	if _, err := os.Stat(format2Fixture); err == nil { // absent only while TestWriteFixture writes it anew
 		for _, doc := range append(readFormat1Fixture(f, format1Fixture), readFormat1Fixture(f, format2Fixture)...) {
 			f.Add([]byte(doc.raw))
