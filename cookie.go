@@ -58,10 +58,16 @@ func newCookieCodec(pairs []keyPair) cookieCodec {
 // maxCookies bounds how many cookies of one name the store reads.
 const maxCookies = 8
 
-// cookieToken is the token of a request's cookie and, if the current key
-// pair signed it, the cookie's value: a save sends it back rather than
-// sign anew.
-type cookieToken struct{ token, value string }
+// cookieToken is the token of a request's cookie, split once (see
+// splitToken), and, if the current key pair signed it, the cookie's value:
+// a save sends it back rather than sign anew.
+type cookieToken struct{ token, chain, secret, value string }
+
+// newCookieToken returns token, a valid token, split, beside value.
+func newCookieToken(token, value string) cookieToken {
+	chain, secret, _ := splitToken(token)
+	return cookieToken{token, chain, secret, value}
+}
 
 // tokens returns the tokens in the request's cookies called name that
 // verify, in order, each once, at most maxCookies. Without any that
@@ -76,7 +82,7 @@ func (c cookieCodec) tokens(r *http.Request, name string) (tokens []cookieToken,
 			if !current {
 				value = ""
 			}
-			tokens = append(tokens, cookieToken{token, value})
+			tokens = append(tokens, newCookieToken(token, value))
 		}
 	}
 	if len(tokens) > 0 {

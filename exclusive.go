@@ -68,7 +68,7 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout+s.cfg.LockWait)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opLoad)
-	l := loading{session: session, tokens: []cookieToken{{st.token, st.cookie}}, holder: newHolderID(), managed: st.managed}
+	l := loading{session: session, tokens: []cookieToken{newCookieToken(st.token, st.cookie)}, holder: newHolderID(), managed: st.managed}
 	sp.outcome, sp.size, sp.wait, err = s.load(ctx, &l)
 	if err == nil && sp.outcome != outcomeLoaded {
 		err = fmt.Errorf("%w: it ended before its lock was taken", ErrSessionGone)

@@ -109,8 +109,7 @@ func (s *Store) load(ctx context.Context, l *loading) (outcome, int, time.Durati
 	var decodeErr error
 	var waited time.Duration
 	for _, t := range l.tokens {
-		chain, secret, _ := splitToken(t.token)
-		raw, wait, err := s.fetch(ctx, chain, secret, l.holder)
+		raw, wait, err := s.fetch(ctx, t.chain, t.secret, l.holder)
 		if waited += wait; err != nil {
 			s.states.set(l.session, sessionState{others: chainsOf(l.tokens, "")})
 			return outcomeError, -1, waited, err
@@ -119,7 +118,7 @@ func (s *Store) load(ctx context.Context, l *loading) (outcome, int, time.Durati
 			continue
 		}
 		d, encoded, values, err := s.open(raw)
-		if err != nil || !sidMatches(d.sid, secret) || !s.live(&d, s.cfg.Now()) {
+		if err != nil || !sidMatches(d.sid, t.secret) || !s.live(&d, s.cfg.Now()) {
 			s.refused(ctx, raw, &d, values, err, l.holder)
 			decodeErr = errors.Join(decodeErr, err) // another secret: regenerated since, and never loaded again
 			continue
@@ -155,9 +154,8 @@ func (s *Store) refused(ctx context.Context, raw bson.Raw, d *document, values m
 func chainsOf(tokens []cookieToken, skip string) []otherCookie {
 	var others []otherCookie
 	for _, t := range tokens {
-		chain, secret, _ := splitToken(t.token)
-		if chain != skip && !slices.ContainsFunc(others, func(o otherCookie) bool { return o.chain == chain }) {
-			others = append(others, otherCookie{chain, hashHex(secret)})
+		if t.chain != skip && !slices.ContainsFunc(others, func(o otherCookie) bool { return o.chain == t.chain }) {
+			others = append(others, otherCookie{t.chain, hashHex(t.secret)})
 		}
 	}
 	return others
