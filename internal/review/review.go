@@ -65,25 +65,26 @@ func ReviewIndexes(indexes []setup.Index, kind string) Review {
 // checkOwner adds what the owner index, and those of earlier formats, on
 // a server of kind, say.
 func (r *Review) checkOwner(kind string) {
-	for _, ix := range [...]struct{ name, field string }{{setup.OwnerIndexName, setup.FieldOwner}} {
-		i := slices.IndexFunc(r.Indexes, func(idx setup.Index) bool { return idx.Name == ix.name })
-		switch {
-		case i < 0:
-			r.Problems = append(r.Problems, "no "+ix.name+" index: listing or ending a user's sessions scans the collection")
-		case !r.Indexes[i].On(ix.field) || !r.Indexes[i].Ascending:
-			r.Problems = append(r.Problems, fmt.Sprintf("%s is %s, not {%s: 1}: the store finds it by name and does not change it; "+
-				"drop it and let NewStore create it", ix.name, r.Indexes[i].Key, ix.field))
-		case !r.Indexes[i].Partial && kind == setup.FerretDB1:
-			r.Notes = append(r.Notes, ix.name+" is not partial: FerretDB v1 refuses partial indexes (and drops the sparse option)")
-		case !r.Indexes[i].Partial:
-			r.Problems = append(r.Problems, ix.name+" is not partial: it holds an entry for every session, and every save pays for it")
+	name, field := setup.OwnerIndexName, setup.FieldOwner
+	i := slices.IndexFunc(r.Indexes, func(idx setup.Index) bool { return idx.Name == name })
+	switch {
+	case i < 0:
+		r.Problems = append(r.Problems, "no "+name+" index: listing or ending a user's sessions scans the collection")
+	case !r.Indexes[i].On(field) || !r.Indexes[i].Ascending:
+		r.Problems = append(r.Problems, fmt.Sprintf("%s is %s, not {%s: 1}: the store finds it by name and does not change it; "+
+			"drop it and let NewStore create it", name, r.Indexes[i].Key, field))
+	case !r.Indexes[i].Partial && kind == setup.FerretDB1:
+		r.Notes = append(r.Notes, name+" is not partial: FerretDB v1 refuses partial indexes (and drops the sparse option)")
+	case !r.Indexes[i].Partial:
+		r.Problems = append(r.Problems, name+" is not partial: it holds an entry for every session, and every save pays for it")
+	}
+	for _, old := range [...]struct{ name, what string }{
+		{setup.SparseOwnerIndexName, "the sparse owner index of format 1"},
+		{setup.LineageIndexName, "the lineage index of format 2"},
+	} {
+		if slices.ContainsFunc(r.Indexes, func(idx setup.Index) bool { return idx.Name == old.name }) {
+			r.Notes = append(r.Notes, old.name+" is "+old.what+": NewStore drops it")
 		}
-	}
-	if slices.ContainsFunc(r.Indexes, func(idx setup.Index) bool { return idx.Name == setup.SparseOwnerIndexName }) {
-		r.Notes = append(r.Notes, setup.SparseOwnerIndexName+" is the sparse owner index of format 1: NewStore drops it")
-	}
-	if slices.ContainsFunc(r.Indexes, func(idx setup.Index) bool { return idx.Name == setup.LineageIndexName }) {
-		r.Notes = append(r.Notes, setup.LineageIndexName+" is the lineage index of format 2: NewStore drops it")
 	}
 }
 
