@@ -370,51 +370,57 @@ func (c collection) update(ctx context.Context, d *document, v version, now time
 const maxDeleteLooks = 8
 
 // delete deletes the document id, and says whether this command deleted
-// it. Where the server answers none deleted while a concurrent update of
-// it commits (DocumentDB), it looks again.
+// it, looking again as deleteLooking does.
 func (c collection) delete(ctx context.Context, id string) (bool, error) {
+	return c.deleteLooking(ctx, id, func() (bool, error) {
+		res, err := c.c.DeleteOne(ctx, idFilter(id))
+		if err != nil {
+			return false, dbError("delete session", err)
+		}
+		return res.DeletedCount > 0, nil
+	}, func() (bool, error) {
+		raw, err := c.find(ctx, id)
+		return raw != nil, err
+	})
+}
+
+// remove deletes the document id whose secret's hash is sid (a document of
+// formats 1 and 2 has none: its _id is that hash), and returns it, or nil
+// if this command deleted none, looking again as deleteLooking does.
+func (c collection) remove(ctx context.Context, id, sid string) (bson.Raw, error) {
+	filter := bson.D{{Key: fieldID, Value: id}, ownSecret(sid)}
+	var removed bson.Raw
+	_, err := c.deleteLooking(ctx, id, func() (bool, error) {
+		raw, err := c.c.FindOneAndDelete(ctx, filter).Raw()
+		removed, err = oneOrNone("delete session", raw, err)
+		return removed != nil, err
+	}, func() (bool, error) {
+		raw, err := c.c.FindOne(ctx, filter).Raw()
+		raw, err = oneOrNone("delete session", raw, err)
+		return raw != nil, err
+	})
+	return removed, err
+}
+
+// deleteLooking runs del, a delete of the document id that says whether it
+// deleted it, under the document's per-process lock. Where the server
+// answers none deleted while a concurrent update of it commits
+// (DocumentDB), present says whether it is still there, and del runs again.
+func (c collection) deleteLooking(ctx context.Context, id string, del, present func() (bool, error)) (bool, error) {
 	unlock, err := c.locks.lock(ctx, id)
 	if err != nil {
 		return false, err
 	}
 	defer unlock()
 	for range maxDeleteLooks {
-		res, err := c.c.DeleteOne(ctx, idFilter(id))
-		if err != nil {
-			return false, dbError("delete session", err)
+		if deleted, err := del(); deleted || err != nil {
+			return deleted, err
 		}
-		if res.DeletedCount > 0 {
-			return true, nil
-		}
-		if raw, err := c.find(ctx, id); raw == nil || err != nil {
+		if there, err := present(); !there || err != nil {
 			return false, err
 		}
 	}
 	return false, dbError("delete session", errors.New("the session kept being written while it was deleted"))
-}
-
-// remove deletes the document id whose secret's hash is sid (a document of
-// formats 1 and 2 has none: its _id is that hash), and returns it, or nil
-// if this command deleted none, looking again as delete does.
-func (c collection) remove(ctx context.Context, id, sid string) (bson.Raw, error) {
-	unlock, err := c.locks.lock(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	filter := bson.D{{Key: fieldID, Value: id}, ownSecret(sid)}
-	for range maxDeleteLooks {
-		raw, err := c.c.FindOneAndDelete(ctx, filter).Raw()
-		if raw, err = oneOrNone("delete session", raw, err); raw != nil || err != nil {
-			return raw, err
-		}
-		if raw, err = c.c.FindOne(ctx, filter).Raw(); errors.Is(err, mongo.ErrNoDocuments) {
-			return nil, nil
-		} else if err != nil {
-			return nil, dbError("delete session", err)
-		}
-	}
-	return nil, dbError("delete session", errors.New("the session kept being written while it was deleted"))
 }
 
 // ownSecret matches a document whose secret's hash is sid, or that has
