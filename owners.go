@@ -203,7 +203,7 @@ const maxIdleRounds = 3
 func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, reason EndReason) (int64, error) {
 	var total int64
 	for idle := 0; ; {
-		lctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		lctx, cancel := s.opContext(ctx, false)
 		listed, err := s.ownedSessions(lctx, owner, current)
 		cancel()
 		listed = slices.DeleteFunc(listed, func(o ownedSession) bool { return o.Current })
@@ -231,7 +231,7 @@ func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, r
 func (s *Store) endListed(ctx context.Context, listed []ownedSession, reason EndReason) (int64, error) {
 	var n int64
 	for _, o := range listed {
-		dctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		dctx, cancel := s.opContext(ctx, false)
 		ended, err := s.coll.delete(dctx, o.st.id)
 		cancel()
 		if err != nil {
