@@ -108,7 +108,13 @@ var errNotCompact = errors.New("no compact form")
 // values take less, and are encoded without growing it.
 const encodeBufferSize = 256
 
-func (compactCodec) Encode(values map[any]any) ([]byte, error) {
+func (c compactCodec) Encode(values map[any]any) ([]byte, error) {
+	return c.appendEncode(make([]byte, 0, encodeBufferSize), values)
+}
+
+// appendEncode appends the encoding of values to b, or returns the gob
+// form, a new slice, for values the compact form cannot hold.
+func (compactCodec) appendEncode(b []byte, values map[any]any) ([]byte, error) {
 	var small [16]string // most sessions hold fewer values: no allocation
 	keys := small[:0]
 	for k := range values {
@@ -118,8 +124,7 @@ func (compactCodec) Encode(values map[any]any) ([]byte, error) {
 		}
 		keys = append(keys, ks)
 	}
-	b := append(make([]byte, 0, encodeBufferSize), compactForm)
-	b, err := appendEntries(b, keys, func(k string) any { return values[k] }, 0)
+	b, err := appendEntries(append(b, compactForm), keys, func(k string) any { return values[k] }, 0)
 	if errors.Is(err, errNotCompact) {
 		return encodeGobForm(values)
 	}

@@ -3,10 +3,10 @@ package mongostore
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"reflect"
@@ -59,10 +59,9 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 				s.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: discarding an unreadable session",
 					slog.String("session", name), slog.String("error", err.Error()))
 			}
-			defer s.states.release(session) // even if the handler panics
-			defer s.unlock(r.Context(), session)
-			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, onError: onError,
-				baseHeader: maps.Clone(w.Header())}
+			defer s.finished(r.Context(), session) // even if the handler panics
+			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, onError: onError}
+			sw.baseHeader = snapshot(sw.baseFields[:0], w.Header())
 			next.ServeHTTP(sw, r)
 			sw.finish()
 		})
@@ -97,19 +96,42 @@ type sessionWriter struct {
 	req        *http.Request
 	session    *sessions.Session
 	onError    func(http.ResponseWriter, *http.Request, error)
-	baseHeader http.Header // as before the handler ran (its values shared), restored on a failed save
+	baseHeader []headerField  // as before the handler ran (its values shared), restored on a failed save
+	baseFields [4]headerField // room for baseHeader's fields
 
 	once      sync.Once
-	committed bool        // the response may have started
-	failed    bool        // the save failed and onError answered
-	stored    map[any]any // the stored values, decoded once if need be (see changed)
-	encoded   []byte      // the values as the change check encoded them, for the save
+	committed bool                   // the response may have started
+	failed    bool                   // the save failed and onError answered
+	stored    map[any]any            // the stored values, decoded once if need be (see changed)
+	encoded   []byte                 // the values as the change check encoded them, for the save
+	scratch   [encodeBufferSize]byte // where the change check encodes
 }
 
-// due says whether the session is to be written now, and whether only to
-// slide its expiry forward (touch).
-func (w *sessionWriter) due() (write, touch bool) {
-	st := w.store.states.get(w.session)
+// headerField is a response header's field: its canonical key, its values.
+type headerField struct {
+	key    string
+	values []string
+}
+
+// snapshot appends h's fields to fields, sharing their values.
+func snapshot(fields []headerField, h http.Header) []headerField {
+	for k, v := range h {
+		fields = append(fields, headerField{k, v})
+	}
+	return fields
+}
+
+// finished releases what a request held of session: the lock it may hold
+// (exclusive.go), and the encoded values its state keeps.
+func (s *Store) finished(ctx context.Context, session *sessions.Session) {
+	if chain, lock := s.states.release(session); lock != "" {
+		s.release(ctx, chain, lock)
+	}
+}
+
+// due says whether the session, in state st, is to be written now, and
+// whether only to slide its expiry forward (touch).
+func (w *sessionWriter) due(st sessionState) (write, touch bool) {
 	if w.mustWrite(st) {
 		return true, false
 	}
@@ -145,13 +167,14 @@ func (w *sessionWriter) mustWrite(st sessionState) bool {
 // encoding is canonical) the values decoded from it are equal.
 func (w *sessionWriter) changed(st sessionState) bool {
 	codec := w.store.cfg.Codec
-	enc, err := codec.Encode(w.session.Values)
+	enc, err := w.encode()
 	if err != nil {
 		return true // the save reports the error
 	}
-	if w.encoded = enc; bytes.Equal(enc, st.encoded) {
+	if bytes.Equal(enc, st.encoded) {
 		return false
 	}
+	w.encoded = bytes.Clone(enc) // for the save: the state keeps it, and w.scratch is reused
 	if canonical(codec, enc) {
 		return true
 	}
@@ -163,36 +186,59 @@ func (w *sessionWriter) changed(st sessionState) bool {
 	return !reflect.DeepEqual(w.stored, w.session.Values)
 }
 
+// encode encodes the session's values, into w.scratch if the codec can:
+// an unchanged session's check allocates nothing.
+func (w *sessionWriter) encode() ([]byte, error) {
+	if c, ok := w.store.cfg.Codec.(compactCodec); ok {
+		return c.appendEncode(w.scratch[:0], w.session.Values)
+	}
+	return w.store.cfg.Codec.Encode(w.session.Values)
+}
+
 // commit saves the session if need be, once; on failure onError answers.
 func (w *sessionWriter) commit() {
 	w.once.Do(func() {
 		w.committed = true
-		if write, touch := w.due(); write {
-			w.stored = nil // what is stored is about to change
-			w.stage()
-			err := w.store.Save(w.req, w.ResponseWriter, w.session)
-			if errors.Is(err, ErrLimit) { // the session is saved
-				w.store.cfg.Logger.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: session saved, but not the per-owner limit",
-					slog.String("session", w.session.Name()), slog.String("error", err.Error()))
-				err = nil
-			}
-			if err != nil && !touch {
-				w.failed = true
-				clear(w.ResponseWriter.Header()) // drop what the handler set for its own response
-				maps.Copy(w.ResponseWriter.Header(), w.baseHeader)
-				w.onError(w.ResponseWriter, w.req, err)
+		st := w.store.states.get(w.session)
+		if write, touch := w.due(st); write {
+			if !w.save(touch) {
 				return
 			}
-			if err != nil && !errors.Is(err, ErrSessionGone) { // a touch: the handler's response stands
-				w.store.cfg.Logger.LogAttrs(w.req.Context(), slog.LevelWarn, "mongostore: could not slide the session's expiry",
-					slog.String("session", w.session.Name()), slog.String("error", err.Error()))
-			}
+			st = w.store.states.get(w.session)
 		}
-		// The handler may have saved the session itself.
-		if w.store.states.get(w.session).cookieSet {
+		if st.cookieSet { // by this save, or by the handler's own
 			preventSharedCaching(w.Header())
 		}
 	})
+}
+
+// save saves the session before the response starts. If that fails, but
+// for a touch, onError answers instead of the handler, and save reports
+// false.
+func (w *sessionWriter) save(touch bool) bool {
+	w.stored = nil // what is stored is about to change
+	w.stage()
+	err := w.store.Save(w.req, w.ResponseWriter, w.session)
+	if errors.Is(err, ErrLimit) { // the session is saved
+		w.store.cfg.Logger.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: session saved, but not the per-owner limit",
+			slog.String("session", w.session.Name()), slog.String("error", err.Error()))
+		err = nil
+	}
+	if err != nil && !touch {
+		w.failed = true
+		h := w.ResponseWriter.Header()
+		clear(h) // drop what the handler set for its own response
+		for _, f := range w.baseHeader {
+			h[f.key] = f.values
+		}
+		w.onError(w.ResponseWriter, w.req, err)
+		return false
+	}
+	if err != nil && !errors.Is(err, ErrSessionGone) { // a touch: the handler's response stands
+		w.store.cfg.Logger.LogAttrs(w.req.Context(), slog.LevelWarn, "mongostore: could not slide the session's expiry",
+			slog.String("session", w.session.Name()), slog.String("error", err.Error()))
+	}
+	return true
 }
 
 // finish saves what changed after the response started, when the handler

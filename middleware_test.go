@@ -894,6 +894,8 @@ func TestMiddlewareErrorResponseKeepsHeaders(t *testing.T) {
 	outer := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Strict-Transport-Security", "max-age=63072000")
 		w.Header().Set("X-Request-Id", "req-1")
+		w.Header().Set("X-Frame-Options", "DENY") // more fields than the writer has room for
+		w.Header().Set("Content-Security-Policy", "default-src 'self'")
 		inner.ServeHTTP(w, r)
 	})
 	rec := httptest.NewRecorder()
@@ -908,7 +910,7 @@ func TestMiddlewareErrorResponseKeepsHeaders(t *testing.T) {
 	if !strings.Contains(strings.Join(rec.Header().Values("Vary"), ","), "Cookie") {
 		t.Errorf("error response has Vary %q, want Cookie (headers %v)", rec.Header().Values("Vary"), rec.Header())
 	}
-	for _, h := range []string{"Strict-Transport-Security", "X-Request-Id"} {
+	for _, h := range []string{"Strict-Transport-Security", "X-Request-Id", "X-Frame-Options", "Content-Security-Policy"} {
 		if rec.Header().Get(h) == "" {
 			t.Errorf("error response lost the outer middleware's %s header (headers %v)", h, rec.Header())
 		}

@@ -108,14 +108,19 @@ func (t *sessionTable) stage(session *sessions.Session, enc []byte) {
 	}
 }
 
-// release drops the encoded values (up to MaxSize) of session's state.
-func (t *sessionTable) release(session *sessions.Session) {
+// release drops the encoded values (up to MaxSize) and the lock of
+// session's state, and returns its chain and that lock, for the caller to
+// release.
+func (t *sessionTable) release(session *sessions.Session) (chain, lock string) {
+	wp := weak.Make(session)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if st, ok := t.m[weak.Make(session)]; ok {
-		st.encoded, st.staged = nil, nil
-		t.m[weak.Make(session)] = st
+	if st, ok := t.m[wp]; ok {
+		chain, lock = st.id, st.lock
+		st.encoded, st.staged, st.lock = nil, nil, ""
+		t.m[wp] = st
 	}
+	return chain, lock
 }
 
 // forget removes the state of session.
