@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/gorilla/sessions"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/mongostore/mongostore/bench/internal/db"
 	"github.com/mongostore/mongostore/bench/internal/lib"
+	"github.com/mongostore/mongostore/bench/internal/load"
 )
 
 // runOK runs bench with args and checks that it succeeds and prints want.
@@ -74,12 +75,18 @@ func TestListingPlan(t *testing.T) {
 	}
 }
 
-// TestHTTP runs bench http briefly: every request of every variant succeeds
-// (run fails otherwise) and both tables have their rows.
+// TestHTTP runs bench http briefly, with a CPU profile (its requests
+// labelled by variant): every request of every variant succeeds (run fails
+// otherwise), both tables have their rows, and the profile is written.
 func TestHTTP(t *testing.T) {
+	profile := filepath.Join(t.TempDir(), "cpu.pprof")
 	runOK(t, []string{"http", "-db", "mongostore_loadbench_test", "-users", "2", "-rounds", "2", "-round", "150ms",
-		"-warmup", "50ms", "-timeout", "2m"},
-		"| rw | floor | ", "| ro | middleware | ", "| rw | laziness | ", "| ro | store ÷ laziness | ", "mongo-driver v1.")
+		"-warmup", "50ms", "-timeout", "2m", "-cpuprofile", profile},
+		"| rw | floor | ", "| ro | middleware | ", "| rw | laziness | ", "| ro | store ÷ laziness | ", "mongo-driver v1.",
+		"| CPU µs/req | beyond the floor's |")
+	if fi, err := os.Stat(profile); err != nil || fi.Size() == 0 {
+		t.Errorf("no CPU profile: %v", err)
+	}
 }
 
 // TestConc runs bench conc briefly: overlapping requests of one client,
@@ -218,20 +225,13 @@ func subs(b *testing.B, names []string, ops ...func(*testing.B)) {
 	for i, op := range ops {
 		b.Run(names[i], func(b *testing.B) {
 			b.ReportAllocs()
-			start := cpuTime()
+			start := load.CPUTime()
 			for b.Loop() {
 				op(b)
 			}
-			b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64(load.CPUTime()-start)/float64(b.N), "cpu-ns/op")
 		})
 	}
-}
-
-// cpuTime returns the process's user and system time so far, in ns.
-func cpuTime() int64 {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // TestTable: bench table pairs each store variant with its driver's, each

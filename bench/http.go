@@ -5,7 +5,9 @@ package main
 // interleaved rounds, through: floor, the bare driver sending the store's
 // commands; store, Get and in rw a change and Save; middleware, the same
 // in the store's middleware; laziness, laziness-coders/mongostore (laziness.go).
-// It prints req/s, p50, p99, and req/s ratios to the floor and to laziness.
+// It prints req/s, p50, p99, this process's CPU per request (client, server
+// and store: all but the database's), and req/s ratios to the floor and to
+// laziness.
 
 import (
 	"context"
@@ -19,6 +21,7 @@ import (
 	"net/http/cookiejar"
 	"net/url"
 	"os"
+	"path"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -184,7 +187,13 @@ func (h *httpRun) routes() http.Handler {
 	}
 	mux.Handle("GET /ro/floor", h.floor.handler(false))
 	mux.Handle("GET /rw/floor", h.floor.handler(true))
-	return mux
+	if h.cpuProfile == "" {
+		return mux
+	}
+	// Label each request's samples with its variant (-tagfocus variant=store).
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pprof.Do(r.Context(), pprof.Labels("variant", path.Base(r.URL.Path)), func(context.Context) { mux.ServeHTTP(w, r) })
+	})
 }
 
 // handle is a store variant's handler: Get; in a login fill, else check
@@ -243,9 +252,12 @@ func get(ctx context.Context, c *http.Client, url string) error {
 func (h *httpRun) measure(ctx context.Context, mode string, out io.Writer) (map[string]*load.Batch, error) {
 	fmt.Fprintf(out, "\n== %s: %v warm-up per variant, then %d rounds of %v per variant\n", mode, h.warmup, h.rounds, h.round)
 	turn := func(d time.Duration) func(string) load.Batch {
-		return func(v string) load.Batch {
+		return func(v string) (b load.Batch) {
 			url := h.baseURL + "/" + mode + "/" + v
-			return load.Run(ctx, h.users, 0, d, nil, func(ctx context.Context, w, _ int) error { return get(ctx, h.clients[v][w], url) })
+			pprof.Do(ctx, pprof.Labels("variant", v), func(ctx context.Context) { // the clients' samples too
+				b = load.Run(ctx, h.users, 0, d, nil, func(ctx context.Context, w, _ int) error { return get(ctx, h.clients[v][w], url) })
+			})
+			return b
 		}
 	}
 	for _, v := range variants {
@@ -255,7 +267,7 @@ func (h *httpRun) measure(ctx context.Context, mode string, out io.Writer) (map[
 		line := fmt.Sprintf("  round %d/%d:", r+1, h.rounds)
 		for _, v := range order {
 			b := got[v]
-			line += fmt.Sprintf(" %s %.0f req/s p50 %.2fms (%.3f of the floor);", v, b.Rate(), load.Ms(b.Percentile(0.5)), b.Rate()/got[floorV].Rate())
+			line += fmt.Sprintf(" %s %.0f req/s p50 %.2fms cpu %.0fµs (%.3f of the floor);", v, b.Rate(), load.Ms(b.Percentile(0.5)), b.CPUPerOp(), b.Rate()/got[floorV].Rate())
 		}
 		fmt.Fprintln(out, line)
 	})
@@ -264,8 +276,8 @@ func (h *httpRun) measure(ctx context.Context, mode string, out io.Writer) (map[
 // writeTables prints the tables (per round: less moved by bursts) and the requests' errors.
 func (h *httpRun) writeTables(out io.Writer) (err error) {
 	fmt.Fprintf(out, "\n%d users per variant; %d rounds of %v per variant and mode\n\n", h.users, h.rounds, h.round)
-	fmt.Fprintln(out, "| mode | variant | requests | req/s | p50 ms | p99 ms | ratio to floor | per round: median (range) | goal | errors |")
-	fmt.Fprintln(out, "|---|---|---:|---:|---:|---:|---:|---:|---|---:|")
+	fmt.Fprintln(out, "| mode | variant | requests | req/s | p50 ms | p99 ms | CPU µs/req | beyond the floor's | ratio to floor | per round: median (range) | goal | errors |")
+	fmt.Fprintln(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
 	var lazyRows []string
 	for _, mode := range h.modes {
 		for _, v := range variants {
@@ -273,8 +285,9 @@ func (h *httpRun) writeTables(out io.Writer) (err error) {
 				if r.Errors > 0 {
 					err = errors.Join(err, fmt.Errorf("%s %s: %d of %d requests failed; first: %w", mode, v, r.Errors, r.N(), r.First))
 				}
-				fmt.Fprintf(out, "| %s | %s | %d | %.0f | %.2f | %.2f | %s | %d |\n", mode, v, r.N(), r.Rate(), load.Ms(r.Percentile(0.5)),
-					load.Ms(r.Percentile(0.99)), ratios(r, h.measured[mode][floorV], v != floorV, floorGoals[v]), r.Errors)
+				fmt.Fprintf(out, "| %s | %s | %d | %.0f | %.2f | %.2f | %.1f | %+.1f | %s | %d |\n", mode, v, r.N(), r.Rate(), load.Ms(r.Percentile(0.5)),
+					load.Ms(r.Percentile(0.99)), r.CPUPerOp(), r.CPUPerOp()-h.measured[mode][floorV].CPUPerOp(),
+					ratios(r, h.measured[mode][floorV], v != floorV, floorGoals[v]), r.Errors)
 				if v == storeV || v == middlewareV {
 					lazyRows = append(lazyRows, fmt.Sprintf("| %s | %s ÷ laziness | %s |", mode, v, ratios(r, h.measured[mode][lazinessV], true, lazinessGoals[v])))
 				}

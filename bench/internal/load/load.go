@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -20,13 +21,14 @@ type Batch struct {
 	Errors  int
 	First   error         // the first error, for the report
 	Elapsed time.Duration // wall time, summed over the Runs added
+	CPU     time.Duration // this process's user and system time, summed over the Runs added
 	Rates   []float64     // ops per second of each Run added
 }
 
 // Run runs op from workers goroutines until count ops started (<= 0: no limit), d passed,
 // stop closed (nil: never) or ctx is done; ops under way finish, counted unless ctx cut them.
 func Run(ctx context.Context, workers, count int, d time.Duration, stop <-chan struct{}, op Op) Batch {
-	start := time.Now()
+	start, cpu := time.Now(), CPUTime()
 	var started atomic.Int64
 	parts := make([]Batch, workers)
 	var wg sync.WaitGroup
@@ -61,8 +63,15 @@ func Run(ctx context.Context, workers, count int, d time.Duration, stop <-chan s
 	for _, p := range parts {
 		all.Add(p)
 	}
-	all.Elapsed, all.Rates = time.Since(start), nil
+	all.Elapsed, all.CPU, all.Rates = time.Since(start), CPUTime()-cpu, nil
 	return all
+}
+
+// CPUTime is the process's user and system time so far.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru) // cannot fail with RUSAGE_SELF
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Add adds the ops of o to b, and o's rate as one round's.
@@ -70,6 +79,7 @@ func (b *Batch) Add(o Batch) {
 	b.Lat, b.First = append(b.Lat, o.Lat...), cmp.Or(b.First, o.First)
 	b.Errors += o.Errors
 	b.Elapsed += o.Elapsed
+	b.CPU += o.CPU
 	b.Rates = append(b.Rates, o.Rate())
 }
 
@@ -82,6 +92,14 @@ func (b Batch) Rate() float64 {
 		return 0
 	}
 	return float64(len(b.Lat)) / b.Elapsed.Seconds()
+}
+
+// CPUPerOp is the process's CPU time per op, in µs.
+func (b Batch) CPUPerOp() float64 {
+	if len(b.Lat) == 0 {
+		return 0
+	}
+	return float64(b.CPU) / float64(time.Microsecond) / float64(len(b.Lat))
 }
 
 // Percentile returns the nearest-rank percentile p of the latencies, or 0.
