@@ -190,7 +190,9 @@ func (h *httpRun) routes() http.Handler {
 	if h.cpuProfile == "" {
 		return mux
 	}
-	// Label each request's samples with its variant (-tagfocus variant=store).
+	// Label the samples of each request's handler, and of the goroutines it
+	// starts, with its variant (-tagfocus variant=store). The clients' are
+	// not: the variants' requests share the transport's connections.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		pprof.Do(r.Context(), pprof.Labels("variant", path.Base(r.URL.Path)), func(context.Context) { mux.ServeHTTP(w, r) })
 	})
@@ -252,12 +254,9 @@ func get(ctx context.Context, c *http.Client, url string) error {
 func (h *httpRun) measure(ctx context.Context, mode string, out io.Writer) (map[string]*load.Batch, error) {
 	fmt.Fprintf(out, "\n== %s: %v warm-up per variant, then %d rounds of %v per variant\n", mode, h.warmup, h.rounds, h.round)
 	turn := func(d time.Duration) func(string) load.Batch {
-		return func(v string) (b load.Batch) {
+		return func(v string) load.Batch {
 			url := h.baseURL + "/" + mode + "/" + v
-			pprof.Do(ctx, pprof.Labels("variant", v), func(ctx context.Context) { // the clients' samples too
-				b = load.Run(ctx, h.users, 0, d, nil, func(ctx context.Context, w, _ int) error { return get(ctx, h.clients[v][w], url) })
-			})
-			return b
+			return load.Run(ctx, h.users, 0, d, nil, func(ctx context.Context, w, _ int) error { return get(ctx, h.clients[v][w], url) })
 		}
 	}
 	for _, v := range variants {
