@@ -100,11 +100,12 @@ func (t *sessionTable) sweep() {
 // stage records enc, the encoding of session's values, for the save about
 // to be made (the middleware's), or drops it (nil).
 func (t *sessionTable) stage(session *sessions.Session, enc []byte) {
+	wp := weak.Make(session)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if st, ok := t.m[weak.Make(session)]; ok {
+	if st, ok := t.m[wp]; ok {
 		st.staged = enc
-		t.m[weak.Make(session)] = st
+		t.m[wp] = st
 	}
 }
 
