@@ -10,7 +10,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -83,9 +85,26 @@ func TestHTTP(t *testing.T) {
 	runOK(t, []string{"http", "-db", "mongostore_loadbench_test", "-users", "2", "-rounds", "2", "-round", "150ms",
 		"-warmup", "50ms", "-timeout", "2m", "-cpuprofile", profile},
 		"| rw | floor | ", "| ro | middleware | ", "| rw | laziness | ", "| ro | store ÷ laziness | ", "mongo-driver v1.",
-		"| CPU µs/req | beyond the floor's |")
+		"| CPU µs/req | beyond the floor's | allocs/req | B/req |")
 	if fi, err := os.Stat(profile); err != nil || fi.Size() == 0 {
 		t.Errorf("no CPU profile: %v", err)
+	}
+}
+
+// TestAllocsPerOp: a Run counts what its ops allocate, in every goroutine.
+func TestAllocsPerOp(t *testing.T) {
+	var sink [][]byte
+	var mu sync.Mutex
+	b := load.Run(context.Background(), 2, 1000, time.Minute, nil, func(context.Context, int, int) error {
+		p := make([]byte, 4096)
+		mu.Lock()
+		sink = append(sink, p)
+		mu.Unlock()
+		return nil
+	})
+	objects, size := b.AllocsPerOp()
+	if len(sink) != 1000 || objects < 1 || size < 4096 || size > 8192 {
+		t.Errorf("%d ops: %.1f objects, %.0f bytes per op; want at least 1 and 4096, at most 8192 bytes", len(sink), objects, size)
 	}
 }
 

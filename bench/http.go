@@ -275,8 +275,8 @@ func (h *httpRun) measure(ctx context.Context, mode string, out io.Writer) (map[
 // writeTables prints the tables (per round: less moved by bursts) and the requests' errors.
 func (h *httpRun) writeTables(out io.Writer) (err error) {
 	fmt.Fprintf(out, "\n%d users per variant; %d rounds of %v per variant and mode\n\n", h.users, h.rounds, h.round)
-	fmt.Fprintln(out, "| mode | variant | requests | req/s | p50 ms | p99 ms | CPU µs/req | beyond the floor's | ratio to floor | per round: median (range) | goal | errors |")
-	fmt.Fprintln(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+	fmt.Fprintln(out, "| mode | variant | requests | req/s | p50 ms | p99 ms | CPU µs/req | beyond the floor's | allocs/req | B/req | ratio to floor | per round: median (range) | goal | errors |")
+	fmt.Fprintln(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
 	var lazyRows []string
 	for _, mode := range h.modes {
 		for _, v := range variants {
@@ -284,8 +284,9 @@ func (h *httpRun) writeTables(out io.Writer) (err error) {
 				if r.Errors > 0 {
 					err = errors.Join(err, fmt.Errorf("%s %s: %d of %d requests failed; first: %w", mode, v, r.Errors, r.N(), r.First))
 				}
-				fmt.Fprintf(out, "| %s | %s | %d | %.0f | %.2f | %.2f | %.1f | %+.1f | %s | %d |\n", mode, v, r.N(), r.Rate(), load.Ms(r.Percentile(0.5)),
-					load.Ms(r.Percentile(0.99)), r.CPUPerOp(), r.CPUPerOp()-h.measured[mode][floorV].CPUPerOp(),
+				objects, bytes := r.AllocsPerOp()
+				fmt.Fprintf(out, "| %s | %s | %d | %.0f | %.2f | %.2f | %.1f | %+.1f | %.0f | %.0f | %s | %d |\n", mode, v, r.N(), r.Rate(), load.Ms(r.Percentile(0.5)),
+					load.Ms(r.Percentile(0.99)), r.CPUPerOp(), r.CPUPerOp()-h.measured[mode][floorV].CPUPerOp(), objects, bytes,
 					ratios(r, h.measured[mode][floorV], v != floorV, floorGoals[v]), r.Errors)
 				if v == storeV || v == middlewareV {
 					lazyRows = append(lazyRows, fmt.Sprintf("| %s | %s ÷ laziness | %s |", mode, v, ratios(r, h.measured[mode][lazinessV], true, lazinessGoals[v])))

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"runtime/metrics"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -22,13 +23,14 @@ type Batch struct {
 	First   error         // the first error, for the report
 	Elapsed time.Duration // wall time, summed over the Runs added
 	CPU     time.Duration // this process's user and system time, summed over the Runs added
+	Heap    HeapAllocs    // what this process allocated, summed over the Runs added
 	Rates   []float64     // ops per second of each Run added
 }
 
 // Run runs op from workers goroutines until count ops started (<= 0: no limit), d passed,
 // stop closed (nil: never) or ctx is done; ops under way finish, counted unless ctx cut them.
 func Run(ctx context.Context, workers, count int, d time.Duration, stop <-chan struct{}, op Op) Batch {
-	start, cpu := time.Now(), CPUTime()
+	start, cpu, heap := time.Now(), CPUTime(), ReadHeapAllocs()
 	var started atomic.Int64
 	parts := make([]Batch, workers)
 	var wg sync.WaitGroup
@@ -64,7 +66,24 @@ func Run(ctx context.Context, workers, count int, d time.Duration, stop <-chan s
 		all.Add(p)
 	}
 	all.Elapsed, all.CPU, all.Rates = time.Since(start), CPUTime()-cpu, nil
+	all.Heap = ReadHeapAllocs().Less(heap)
 	return all
+}
+
+// HeapAllocs counts the heap allocations of this process, all goroutines'.
+type HeapAllocs struct{ Bytes, Objects uint64 }
+
+// ReadHeapAllocs reads the process's heap allocations so far (runtime/metrics:
+// no stop of the world; counts are flushed per P, so exact to a few KB).
+func ReadHeapAllocs() HeapAllocs {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/heap/allocs:objects"}}
+	metrics.Read(s)
+	return HeapAllocs{Bytes: s[0].Value.Uint64(), Objects: s[1].Value.Uint64()}
+}
+
+// Less returns the allocations made since before.
+func (h HeapAllocs) Less(before HeapAllocs) HeapAllocs {
+	return HeapAllocs{Bytes: h.Bytes - before.Bytes, Objects: h.Objects - before.Objects}
 }
 
 // CPUTime is the process's user and system time so far.
@@ -80,6 +99,7 @@ func (b *Batch) Add(o Batch) {
 	b.Errors += o.Errors
 	b.Elapsed += o.Elapsed
 	b.CPU += o.CPU
+	b.Heap.Bytes, b.Heap.Objects = b.Heap.Bytes+o.Heap.Bytes, b.Heap.Objects+o.Heap.Objects
 	b.Rates = append(b.Rates, o.Rate())
 }
 
@@ -100,6 +120,15 @@ func (b Batch) CPUPerOp() float64 {
 		return 0
 	}
 	return float64(b.CPU) / float64(time.Microsecond) / float64(len(b.Lat))
+}
+
+// AllocsPerOp is the process's heap allocations per op: objects and bytes.
+func (b Batch) AllocsPerOp() (objects, bytes float64) {
+	if len(b.Lat) == 0 {
+		return 0, 0
+	}
+	n := float64(len(b.Lat))
+	return float64(b.Heap.Objects) / n, float64(b.Heap.Bytes) / n
 }
 
 // Percentile returns the nearest-rank percentile p of the latencies, or 0.
