@@ -100,11 +100,10 @@ type sessionWriter struct {
 	baseFields [4]headerField // room for baseHeader's fields
 
 	once      sync.Once
-	committed bool                   // the response may have started
-	failed    bool                   // the save failed and onError answered
-	stored    map[any]any            // the stored values, decoded once if need be (see changed)
-	encoded   []byte                 // the values as the change check encoded them, for the save
-	scratch   [encodeBufferSize]byte // where the change check encodes
+	committed bool        // the response may have started
+	failed    bool        // the save failed and onError answered
+	stored    map[any]any // the stored values, decoded once if need be (see changed)
+	encoded   []byte      // the values as the change check encoded them, for the save
 }
 
 // headerField is a response header's field: its canonical key, its values.
@@ -166,15 +165,16 @@ func (w *sessionWriter) mustWrite(st sessionState) bool {
 // encodings nor (a codec may encode equal values differently, unless the
 // encoding is canonical) the values decoded from it are equal.
 func (w *sessionWriter) changed(st sessionState) bool {
-	codec := w.store.cfg.Codec
-	enc, err := w.encode()
+	codec, buf := w.store.cfg.Codec, w.store.lendBuffer()
+	defer w.store.buffers.Put(buf)
+	enc, err := w.encode(buf[:0])
 	if err != nil {
 		return true // the save reports the error
 	}
 	if bytes.Equal(enc, st.encoded) {
 		return false
 	}
-	w.encoded = bytes.Clone(enc) // for the save: the state keeps it, and w.scratch is reused
+	w.encoded = bytes.Clone(enc) // for the save: the state keeps it, and buf goes back
 	if canonical(codec, enc) {
 		return true
 	}
@@ -186,13 +186,22 @@ func (w *sessionWriter) changed(st sessionState) bool {
 	return !reflect.DeepEqual(w.stored, w.session.Values)
 }
 
-// encode encodes the session's values, into w.scratch if the codec can:
+// encode encodes the session's values, appending to buf if the codec can:
 // an unchanged session's check allocates nothing.
-func (w *sessionWriter) encode() ([]byte, error) {
+func (w *sessionWriter) encode(buf []byte) ([]byte, error) {
 	if c, ok := w.store.cfg.Codec.(compactCodec); ok {
-		return c.appendEncode(w.scratch[:0], w.session.Values)
+		return c.appendEncode(buf, w.session.Values)
 	}
 	return w.store.cfg.Codec.Encode(w.session.Values)
+}
+
+// lendBuffer lends a change check the buffer it encodes into; it goes back
+// to s.buffers.
+func (s *Store) lendBuffer() *[encodeBufferSize]byte {
+	if buf, ok := s.buffers.Get().(*[encodeBufferSize]byte); ok {
+		return buf
+	}
+	return new([encodeBufferSize]byte)
 }
 
 // commit saves the session if need be, once; on failure onError answers.

@@ -32,6 +32,7 @@ type Store struct {
 	states  *sessionTable
 	expiry  ExpiryMode // in effect: ExpiryAuto resolved
 	tel     *telemetry
+	buffers sync.Pool // of *[encodeBufferSize]byte, lent to the middleware's change checks
 
 	stop       context.CancelFunc // stops the background work
 	background sync.WaitGroup
