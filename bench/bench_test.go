@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -105,6 +106,35 @@ func TestAllocsPerOp(t *testing.T) {
 	objects, size := b.AllocsPerOp()
 	if len(sink) != 1000 || objects < 1 || size < 4096 || size > 8192 {
 		t.Errorf("%d ops: %.1f objects, %.0f bytes per op; want at least 1 and 4096, at most 8192 bytes", len(sink), objects, size)
+	}
+}
+
+// TestOrder: load.Order's rounds are orders of every turn, and over its
+// period each turn comes right after each other one equally often.
+func TestOrder(t *testing.T) {
+	for n := 1; n <= 7; n++ {
+		period := n
+		if n%2 == 1 {
+			period = 2 * n
+		}
+		follows := map[[2]int]int{}
+		for r := range period {
+			row := load.Order(r, n)
+			if sorted := slices.Sorted(slices.Values(row)); len(row) != n || sorted[0] != 0 || sorted[n-1] != n-1 || len(slices.Compact(sorted)) != n {
+				t.Fatalf("n %d, round %d: %v is not an order of %d turns", n, r, row, n)
+			}
+			for i := 1; i < n; i++ {
+				follows[[2]int{row[i-1], row[i]}]++
+			}
+		}
+		if n > 1 && len(follows) != n*(n-1) {
+			t.Errorf("n %d: %d of %d pairs ever follow each other: %v", n, len(follows), n*(n-1), follows)
+		}
+		for pair, k := range follows {
+			if want := period / n; k != want {
+				t.Errorf("n %d: %d comes right after %d %d times in %d rounds, want %d", n, pair[1], pair[0], k, period, want)
+			}
+		}
 	}
 }
 

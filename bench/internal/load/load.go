@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"runtime"
 	"runtime/metrics"
 	"slices"
 	"sync"
@@ -160,9 +161,10 @@ func (b Batch) String() string {
 // Ms is d in milliseconds.
 func Ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// Rounds runs turn for each of names in rounds rounds, the order rotated,
-// calling done (unless nil) after each; it adds up each name's batches of
-// whole rounds, and returns ctx's cause if it ended early.
+// Rounds runs turn for each of names in rounds rounds, in balanced orders
+// (see Order), each turn after a garbage collection, calling done (unless
+// nil) after each round; it adds up each name's batches of whole rounds,
+// and returns ctx's cause if it ended early.
 func Rounds(ctx context.Context, rounds int, names []string, turn func(name string) Batch,
 	done func(round int, order []string, got map[string]Batch)) (map[string]*Batch, error) {
 	total := map[string]*Batch{}
@@ -170,9 +172,13 @@ func Rounds(ctx context.Context, rounds int, names []string, turn func(name stri
 		total[n] = &Batch{}
 	}
 	for r := range rounds {
-		order := append(slices.Clone(names[r%len(names):]), names[:r%len(names)]...)
+		var order []string
+		for _, i := range Order(r, len(names)) {
+			order = append(order, names[i])
+		}
 		got := map[string]Batch{}
 		for _, n := range order {
+			runtime.GC() // the garbage of the turn before is not this turn's to collect
 			if got[n] = turn(n); ctx.Err() != nil {
 				return total, fmt.Errorf("round %d cut short: %w", r+1, context.Cause(ctx))
 			}
@@ -185,6 +191,25 @@ func Rounds(ctx context.Context, rounds int, names []string, turn func(name stri
 		}
 	}
 	return total, nil
+}
+
+// Order is round r's order of n turns: a Williams design, in which over n
+// rounds (2n if n is odd) each turn comes right after each other one as
+// often, so that what one leaves behind (a warm cache, the server's
+// backlog) falls on every other alike: 0 1 3 2, 1 2 0 3, 2 3 1 0, 3 0 2 1.
+func Order(r, n int) []int {
+	row := make([]int, n)
+	for i := range row { // 0, 1, n-1, 2, n-2, …
+		v := (i + 1) / 2
+		if i%2 == 0 && i > 0 {
+			v = n - i/2
+		}
+		row[i] = (v + r) % n
+	}
+	if n%2 == 1 && (r/n)%2 == 1 {
+		slices.Reverse(row)
+	}
+	return row
 }
 
 // PerRound is the median and range of the ratios of a's rate to base's,
