@@ -69,10 +69,10 @@ func newCookieToken(token, value string) cookieToken {
 	return cookieToken{token, chain, secret, value}
 }
 
-// tokens returns the tokens in the request's cookies called name that
+// tokens appends to tokens those in the request's cookies called name that
 // verify, in order, each once, at most maxCookies. Without any that
 // verifies, err is the first cookie's error.
-func (c cookieCodec) tokens(r *http.Request, name string) (tokens []cookieToken, err error) {
+func (c cookieCodec) tokens(r *http.Request, name string, tokens []cookieToken) (_ []cookieToken, err error) {
 	for value := range cookieValues(r, name) {
 		token, current, cerr := c.decode(name, value)
 		switch {

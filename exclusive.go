@@ -68,8 +68,8 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout+s.cfg.LockWait)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opLoad)
-	l := loading{session: session, tokens: []cookieToken{newCookieToken(st.token, st.cookie)}, holder: newHolderID(), managed: st.managed}
-	sp.outcome, sp.size, sp.wait, err = s.load(ctx, &l)
+	l := loading{session: session, holder: newHolderID(), managed: st.managed}
+	sp.outcome, sp.size, sp.wait, err = s.load(ctx, &l, []cookieToken{newCookieToken(st.token, st.cookie)})
 	if err == nil && sp.outcome != outcomeLoaded {
 		err = fmt.Errorf("%w: it ended before its lock was taken", ErrSessionGone)
 	}

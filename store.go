@@ -73,16 +73,17 @@ func (s *Store) newSession(r *http.Request, name string, managed, locked bool) (
 		return session, err
 	}
 	ctx, sp := s.tel.start(r.Context(), opLoad)
-	tokens, err := s.cookies.tokens(r, name)
+	var room [1]cookieToken // most requests carry one cookie of a name
+	tokens, err := s.cookies.tokens(r, name, room[:0])
 	sp.outcome = outcomeNew
 	if len(tokens) > 0 {
-		l, timeout := loading{session: session, tokens: tokens, managed: managed}, s.cfg.Timeout
+		l, timeout := loading{session: session, managed: managed}, s.cfg.Timeout
 		if locked {
 			l.holder, timeout = newHolderID(), timeout+s.cfg.LockWait
 		}
 		ctx, cancel := context.WithTimeout(ctx, timeout)
 		var waited time.Duration
-		sp.outcome, sp.size, waited, err = s.load(ctx, &l)
+		sp.outcome, sp.size, waited, err = s.load(ctx, &l, tokens)
 		if l.holder != "" {
 			sp.wait = waited
 		}
@@ -95,24 +96,24 @@ func (s *Store) newSession(r *http.Request, name string, managed, locked bool) (
 // loading is one load of a session under way.
 type loading struct {
 	session *sessions.Session
-	tokens  []cookieToken // the request's cookies' tokens
-	holder  string        // the lock's holder ID, to take it; "" not to
-	managed bool          // for the middleware, which releases the lock after its save
+	holder  string // the lock's holder ID, to take it; "" not to
+	managed bool   // for the middleware, which releases the lock after its save
 }
 
-// load reads into the session the first live session of its tokens, in
+// load reads into the session the first live session of tokens (the
+// request's cookies', apart from l: their array can stay on the stack), in
 // order (a dead cookie tossed in ahead must not hide the live one), taking
 // its lock for l.holder if any, and returns the outcome, the size of its
 // values and how long it waited for the lock. The others never give the
 // session their chain, and ending the session ends them too, even after a
 // database error.
-func (s *Store) load(ctx context.Context, l *loading) (outcome, int, time.Duration, error) {
+func (s *Store) load(ctx context.Context, l *loading, tokens []cookieToken) (outcome, int, time.Duration, error) {
 	var decodeErr error
 	var waited time.Duration
-	for _, t := range l.tokens {
+	for _, t := range tokens {
 		raw, wait, err := s.fetch(ctx, t.chain, t.secret, l.holder)
 		if waited += wait; err != nil {
-			s.states.set(l.session, sessionState{others: chainsOf(l.tokens, "")})
+			s.states.set(l.session, sessionState{others: chainsOf(tokens, "")})
 			return outcomeError, -1, waited, err
 		}
 		if raw == nil {
@@ -128,14 +129,14 @@ func (s *Store) load(ctx context.Context, l *loading) (outcome, int, time.Durati
 		session.ID, session.Values, session.IsNew = t.token, values, false
 		session.Options.MaxAge = d.maxAge // the session's own lifetime ("remember me")
 		st := stateOf(&d, encoded, values, session.Options)
-		st.token, st.cookie, st.others, st.lock, st.managed = t.token, t.value, chainsOf(l.tokens, d.id), l.holder, l.managed
+		st.token, st.cookie, st.others, st.lock, st.managed = t.token, t.value, chainsOf(tokens, d.id), l.holder, l.managed
 		s.states.set(session, st)
 		if l.holder != "" {
 			s.emitWait(ctx, st, waited)
 		}
 		return outcomeLoaded, len(encoded), waited, nil
 	}
-	s.states.set(l.session, sessionState{others: chainsOf(l.tokens, "")})
+	s.states.set(l.session, sessionState{others: chainsOf(tokens, "")})
 	return outcomeExpired, -1, waited, decodeErr
 }
 
