@@ -5,9 +5,9 @@ package main
 // interleaved rounds, through: floor, the bare driver sending the store's
 // commands; store, Get and in rw a change and Save; middleware, the same
 // in the store's middleware; laziness, laziness-coders/mongostore (laziness.go).
-// It prints req/s, p50, p99, this process's CPU per request (client, server
-// and store: all but the database's), and req/s ratios to the floor and to
-// laziness.
+// It prints req/s, p50, p99, this process's CPU and heap allocations per
+// request (client, server and store: all but the database's), and req/s
+// ratios to the floor and to laziness.
 
 import (
 	"context"
