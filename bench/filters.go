@@ -33,7 +33,7 @@ func filtersBench(fs *flag.FlagSet, c *common) (func() string, func(context.Cont
 	r := &filtersRun{common: c}
 	fs.IntVar(&r.users, "users", 1, "concurrent workers, each with its own share of the documents")
 	fs.IntVar(&r.docs, "docs", 2000, "documents")
-	fs.IntVar(&r.rounds, "rounds", 12, "rounds; each runs every filter in turn, the order rotated")
+	fs.IntVar(&r.rounds, "rounds", 12, "rounds; each runs every filter in turn, in balanced orders (a multiple of 3 balances them)")
 	fs.DurationVar(&r.round, "round", 3*time.Second, "how long each filter runs in a round")
 	check := func() string {
 		if r.users < 1 || r.docs < r.users || r.rounds < 1 || r.round <= 0 {

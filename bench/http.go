@@ -71,7 +71,7 @@ type httpRun struct {
 func httpBench(fs *flag.FlagSet, c *common) (func() string, func(context.Context, io.Writer) error) {
 	h := &httpRun{common: c, clients: map[string][]*http.Client{}, measured: map[string]map[string]*load.Batch{}}
 	fs.IntVar(&h.users, "users", 8, "concurrent users per variant")
-	fs.IntVar(&h.rounds, "rounds", 3, "interleaved rounds per mode")
+	fs.IntVar(&h.rounds, "rounds", 4, "interleaved rounds per mode (a multiple of 4 balances their orders)")
 	fs.DurationVar(&h.round, "round", 3*time.Second, "length of one variant's turn in a round")
 	fs.DurationVar(&h.warmup, "warmup", time.Second, "unmeasured requests per variant before a mode's rounds")
 	modes := fs.String("modes", "rw,ro", "modes, comma-separated: rw, ro")

@@ -197,6 +197,7 @@ func Rounds(ctx context.Context, rounds int, names []string, turn func(name stri
 // rounds (2n if n is odd) each turn comes right after each other one as
 // often, so that what one leaves behind (a warm cache, the server's
 // backlog) falls on every other alike: 0 1 3 2, 1 2 0 3, 2 3 1 0, 3 0 2 1.
+// Only whole periods balance: run a multiple of n (2n) rounds.
 func Order(r, n int) []int {
 	row := make([]int, n)
 	for i := range row { // 0, 1, n-1, 2, n-2, …
