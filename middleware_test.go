@@ -1648,3 +1648,27 @@ func TestMiddlewareFailedTouchKeepsTheResponse(t *testing.T) {
 		t.Errorf("the failed touch was not logged:\n%s", f.logs)
 	}
 }
+
+// TestChangeCheckAllocatesNothing: the change check of an unchanged session
+// encodes into a buffer the store lends it, and allocates nothing.
+func TestChangeCheckAllocatesNothing(t *testing.T) {
+	s := &Store{cfg: Config{Codec: compactCodec{}}}
+	values := map[any]any{"uid": 100_000, "name": "Chloé", "roles": []string{"member", "editor"}, "loginAt": time.Unix(1_700_000_000, 0).UTC()}
+	enc, err := s.cfg.Codec.Encode(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	session := sessions.NewSession(s, testSessionName)
+	session.Values = values
+	w, st := &sessionWriter{store: s, session: session}, sessionState{encoded: enc}
+	if w.changed(st) {
+		t.Fatal("the unchanged values are reported changed")
+	}
+	if n := testing.AllocsPerRun(100, func() { w.changed(st) }); n != 0 {
+		t.Errorf("the change check of an unchanged session makes %v allocations, want 0", n)
+	}
+	values["uid"] = 100_001
+	if !w.changed(st) || !slices.Equal(w.encoded, mustEncode(t, compactCodec{}, values)) {
+		t.Error("a changed value is not reported, or its encoding not kept for the save")
+	}
+}
