@@ -86,7 +86,7 @@ func TestHTTP(t *testing.T) {
 	runOK(t, []string{"http", "-db", "mongostore_loadbench_test", "-users", "2", "-rounds", "2", "-round", "150ms",
 		"-warmup", "50ms", "-timeout", "2m", "-cpuprofile", profile},
 		"| rw | floor | ", "| ro | middleware | ", "| rw | laziness | ", "| ro | store ÷ laziness | ", "mongo-driver v1.",
-		"| CPU µs/req | beyond the floor's | allocs/req | B/req |")
+		"| CPU µs/req | beyond the floor's | machine CPU µs/req | busy | allocs/req | B/req |")
 	if fi, err := os.Stat(profile); err != nil || fi.Size() == 0 {
 		t.Errorf("no CPU profile: %v", err)
 	}

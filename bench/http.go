@@ -6,8 +6,9 @@ package main
 // commands; store, Get and in rw a change and Save; middleware, the same
 // in the store's middleware; laziness, laziness-coders/mongostore (laziness.go).
 // It prints req/s, p50, p99, this process's CPU and heap allocations per
-// request (client, server and store: all but the database's), and req/s
-// ratios to the floor and to laziness.
+// request (client, server and store: all but the database's), the whole
+// machine's CPU per request (the database's too) and how busy it was, and
+// req/s ratios to the floor and to laziness.
 
 import (
 	"context"
@@ -266,7 +267,9 @@ func (h *httpRun) measure(ctx context.Context, mode string, out io.Writer) (map[
 		line := fmt.Sprintf("  round %d/%d:", r+1, h.rounds)
 		for _, v := range order {
 			b := got[v]
-			line += fmt.Sprintf(" %s %.0f req/s p50 %.2fms cpu %.0fµs (%.3f of the floor);", v, b.Rate(), load.Ms(b.Percentile(0.5)), b.CPUPerOp(), b.Rate()/got[floorV].Rate())
+			machine, busy := b.MachinePerOp()
+			line += fmt.Sprintf(" %s %.0f req/s p50 %.2fms cpu %.0fµs machine %.0fµs %.0f%% (%.3f of the floor);", v, b.Rate(), load.Ms(b.Percentile(0.5)),
+				b.CPUPerOp(), machine, 100*busy, b.Rate()/got[floorV].Rate())
 		}
 		fmt.Fprintln(out, line)
 	})
@@ -275,8 +278,8 @@ func (h *httpRun) measure(ctx context.Context, mode string, out io.Writer) (map[
 // writeTables prints the tables (per round: less moved by bursts) and the requests' errors.
 func (h *httpRun) writeTables(out io.Writer) (err error) {
 	fmt.Fprintf(out, "\n%d users per variant; %d rounds of %v per variant and mode\n\n", h.users, h.rounds, h.round)
-	fmt.Fprintln(out, "| mode | variant | requests | req/s | p50 ms | p99 ms | CPU µs/req | beyond the floor's | allocs/req | B/req | ratio to floor | per round: median (range) | goal | errors |")
-	fmt.Fprintln(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+	fmt.Fprintln(out, "| mode | variant | requests | req/s | p50 ms | p99 ms | CPU µs/req | beyond the floor's | machine CPU µs/req | busy | allocs/req | B/req | ratio to floor | per round: median (range) | goal | errors |")
+	fmt.Fprintln(out, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
 	var lazyRows []string
 	for _, mode := range h.modes {
 		for _, v := range variants {
@@ -285,8 +288,9 @@ func (h *httpRun) writeTables(out io.Writer) (err error) {
 					err = errors.Join(err, fmt.Errorf("%s %s: %d of %d requests failed; first: %w", mode, v, r.Errors, r.N(), r.First))
 				}
 				objects, bytes := r.AllocsPerOp()
-				fmt.Fprintf(out, "| %s | %s | %d | %.0f | %.2f | %.2f | %.1f | %+.1f | %.0f | %.0f | %s | %d |\n", mode, v, r.N(), r.Rate(), load.Ms(r.Percentile(0.5)),
-					load.Ms(r.Percentile(0.99)), r.CPUPerOp(), r.CPUPerOp()-h.measured[mode][floorV].CPUPerOp(), objects, bytes,
+				machine, busy := r.MachinePerOp()
+				fmt.Fprintf(out, "| %s | %s | %d | %.0f | %.2f | %.2f | %.1f | %+.1f | %.0f | %.0f%% | %.0f | %.0f | %s | %d |\n", mode, v, r.N(), r.Rate(), load.Ms(r.Percentile(0.5)),
+					load.Ms(r.Percentile(0.99)), r.CPUPerOp(), r.CPUPerOp()-h.measured[mode][floorV].CPUPerOp(), machine, 100*busy, objects, bytes,
 					ratios(r, h.measured[mode][floorV], v != floorV, floorGoals[v]), r.Errors)
 				if v == storeV || v == middlewareV {
 					lazyRows = append(lazyRows, fmt.Sprintf("| %s | %s ÷ laziness | %s |", mode, v, ratios(r, h.measured[mode][lazinessV], true, lazinessGoals[v])))

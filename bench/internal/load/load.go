@@ -25,13 +25,14 @@ type Batch struct {
 	Elapsed time.Duration // wall time, summed over the Runs added
 	CPU     time.Duration // this process's user and system time, summed over the Runs added
 	Heap    HeapAllocs    // what this process allocated, summed over the Runs added
+	Machine MachineCPU    // the whole machine's CPU time (the server's too), summed over the Runs added
 	Rates   []float64     // ops per second of each Run added
 }
 
 // Run runs op from workers goroutines until count ops started (<= 0: no limit), d passed,
 // stop closed (nil: never) or ctx is done; ops under way finish, counted unless ctx cut them.
 func Run(ctx context.Context, workers, count int, d time.Duration, stop <-chan struct{}, op Op) Batch {
-	start, cpu, heap := time.Now(), CPUTime(), ReadHeapAllocs()
+	start, cpu, heap, machine := time.Now(), CPUTime(), ReadHeapAllocs(), ReadMachineCPU()
 	var started atomic.Int64
 	parts := make([]Batch, workers)
 	var wg sync.WaitGroup
@@ -67,7 +68,7 @@ func Run(ctx context.Context, workers, count int, d time.Duration, stop <-chan s
 		all.Add(p)
 	}
 	all.Elapsed, all.CPU, all.Rates = time.Since(start), CPUTime()-cpu, nil
-	all.Heap = ReadHeapAllocs().Less(heap)
+	all.Heap, all.Machine = ReadHeapAllocs().Less(heap), ReadMachineCPU().Less(machine)
 	return all
 }
 
@@ -101,6 +102,7 @@ func (b *Batch) Add(o Batch) {
 	b.Elapsed += o.Elapsed
 	b.CPU += o.CPU
 	b.Heap.Bytes, b.Heap.Objects = b.Heap.Bytes+o.Heap.Bytes, b.Heap.Objects+o.Heap.Objects
+	b.Machine.Busy, b.Machine.Total = b.Machine.Busy+o.Machine.Busy, b.Machine.Total+o.Machine.Total
 	b.Rates = append(b.Rates, o.Rate())
 }
 
@@ -130,6 +132,15 @@ func (b Batch) AllocsPerOp() (objects, bytes float64) {
 	}
 	n := float64(len(b.Lat))
 	return float64(b.Heap.Objects) / n, float64(b.Heap.Bytes) / n
+}
+
+// MachinePerOp is the whole machine's busy CPU time per op, in µs, and the
+// share of its CPU time that was busy; zeros where /proc/stat is not read.
+func (b Batch) MachinePerOp() (busy, share float64) {
+	if len(b.Lat) == 0 || b.Machine.Total == 0 {
+		return 0, 0
+	}
+	return float64(b.Machine.Busy) / float64(time.Microsecond) / float64(len(b.Lat)), float64(b.Machine.Busy) / float64(b.Machine.Total)
 }
 
 // Percentile returns the nearest-rank percentile p of the latencies, or 0.
