@@ -210,6 +210,41 @@ func TestEndOtherSessionsEndsThemAll(t *testing.T) {
 	}
 }
 
+// TestEndOtherSessionsStopsChasingLogins: sign-out everywhere ends the
+// sessions saved while it runs, but not without end: if every ending is
+// followed by a new login, it gives up with ErrConflict after 3
+// rounds beyond the first, having ended all it found until then.
+func TestEndOtherSessionsStopsChasingLogins(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		logins   int // new sessions, one after each ending, at most
+		ended    int64
+		conflict bool
+	}{
+		{"logins stop", 3, 5, false},
+		{"logins go on", -1, 2 * (1 + maxChases), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var f *storeFixture
+			logins := c.logins
+			f = newFixture(t, Config{Expiry: ExpiryNone, OnEvent: func(_ context.Context, e Event) {
+				if e.Kind == EventEnded && logins != 0 {
+					logins--
+					storeOwned(t, f, 1, "ada") // a login as the ending runs
+				}
+			}})
+			storeOwned(t, f, 2, "ada")
+			n, err := f.store.EndOtherSessions(context.Background(), "ada", nil)
+			if n != c.ended || errors.Is(err, ErrConflict) != c.conflict || (err == nil) == c.conflict {
+				t.Fatalf("EndOtherSessions = %d, %v; want %d ended, ErrConflict %v", n, err, c.ended, c.conflict)
+			}
+			if left, want := f.count(t), map[bool]int64{false: 0, true: 2}[c.conflict]; left != want {
+				t.Fatalf("%d sessions left, want %d", left, want)
+			}
+		})
+	}
+}
+
 // TestLimitHasItsOwnBudget: the per-owner limit runs after the login's
 // save and its event, with its own Timeout: a slow subscriber does not
 // leave the owner over the limit.

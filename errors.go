@@ -39,6 +39,8 @@ var (
 	// ErrConflict is returned by Save and RegenerateID when concurrent
 	// saves of the session kept changing it, so that this one could not
 	// apply its changes after several attempts. Nothing of it was written.
+	// EndOtherSessions and the per-owner limit (under ErrLimit) return it
+	// when the owner's sessions kept being saved while they were ended.
 	ErrConflict = errors.New("mongostore: session changed by too many concurrent saves")
 
 	// ErrDatabase wraps failures of database commands, timeouts included.

@@ -173,11 +173,12 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 // EndOtherSessions ends every session of owner but current ("sign out
 // everywhere else"), however many, and returns how many it ended. A nil
 // current ends them all (after a password change, say). Sessions saved
-// meanwhile are ended too. Each of its commands (a listing of at most
-// 1,000 sessions, a delete) has its own Config.Timeout, and ctx's
-// cancellation does not stop it; if one fails, the error (wrapping
-// ErrDatabase) says how many were ended and left. A nil ctx gives
-// ErrInvalidConfig.
+// meanwhile are ended too, but if they keep coming (a script signing in
+// again and again) it gives up, with ErrConflict. Each of its commands (a
+// listing of at most 1,000 sessions, a delete) has its own Config.Timeout,
+// and ctx's cancellation does not stop it; if one fails, the error
+// (wrapping ErrDatabase) says how many were ended and left. A nil ctx
+// gives ErrInvalidConfig.
 func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *sessions.Session) (int64, error) {
 	if ctx == nil {
 		return 0, errNil("context")
@@ -193,22 +194,28 @@ func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *ses
 	return n, err
 }
 
-// maxIdleRounds bounds the rounds of endOwned that end nothing.
-const maxIdleRounds = 3
+const (
+	maxIdleRounds = 3 // bounds the rounds of endOwned that end nothing
+	maxChases     = 3 // bounds its rounds after one that listed them all
+)
 
 // endOwned ends the sessions of owner but chain current and the keep most
 // recently saved others, and looks again until none is left: a session
-// saved meanwhile is ended too. It returns how many it ended. Each command
-// is bounded by Config.Timeout, so that any number of sessions can end.
+// saved meanwhile is ended too, for maxChases more rounds after one that
+// saw them all. It returns how many it ended. Each command is bounded by
+// Config.Timeout, so that any number of sessions can end.
 func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, reason EndReason) (int64, error) {
 	var total int64
-	for idle := 0; ; {
+	for idle, whole := 0, 0; ; {
 		lctx, cancel := s.opContext(ctx, false)
 		listed, err := s.ownedSessions(lctx, owner, current)
 		cancel()
+		if len(listed) < maxOwned {
+			whole++ // the listing saw them all: any found later came meanwhile
+		}
 		listed = slices.DeleteFunc(listed, func(o ownedSession) bool { return o.Current })
 		var n int64
-		if err == nil && len(listed) > keep {
+		if err == nil && len(listed) > keep && whole <= 1+maxChases {
 			n, err = s.endListed(ctx, listed[keep:], reason)
 		}
 		left := int64(max(len(listed)-keep, 0)) - n
@@ -220,6 +227,9 @@ func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, r
 			return total, fmt.Errorf("%w (%d ended, %d or more left)", err, total, left)
 		case len(listed) <= keep:
 			return total, nil
+		case whole > 1+maxChases:
+			return total, fmt.Errorf("%w: the owner's sessions kept being saved while they were ended (%d ended, %d or more left)",
+				ErrConflict, total, left)
 		case idle == maxIdleRounds:
 			return total, fmt.Errorf("%w: %d sessions could not be ended (%d ended)", ErrDatabase, left, total)
 		}
