@@ -74,7 +74,7 @@ func (s *Store) ListSessions(ctx context.Context, owner string, current *session
 	ctx, cancel := s.opContext(ctx, false)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opListSessions)
-	listed, err := s.ownedSessions(ctx, owner, s.chainOf(current))
+	listed, _, err := s.ownedSessions(ctx, owner, s.chainOf(current))
 	out := make([]OwnedSession, len(listed))
 	for i, o := range listed {
 		out[i] = o.OwnedSession
@@ -99,11 +99,12 @@ func (s *Store) chainOf(session *sessions.Session) string {
 }
 
 // ownedSessions returns the live sessions of owner, the latest saved first,
-// marking the one of chain current.
-func (s *Store) ownedSessions(ctx context.Context, owner, current string) ([]ownedSession, error) {
+// marking the one of chain current, and whether the listing held them all
+// (fewer than maxOwned documents, unreadable ones included).
+func (s *Store) ownedSessions(ctx context.Context, owner, current string) ([]ownedSession, bool, error) {
 	docs, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner), s.cfg.Now())
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var out []ownedSession
 	for _, raw := range docs {
@@ -114,7 +115,7 @@ func (s *Store) ownedSessions(ctx context.Context, owner, current string) ([]own
 	slices.SortFunc(out, func(a, b ownedSession) int {
 		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), cmp.Compare(a.Handle, b.Handle))
 	})
-	return out, nil
+	return out, len(docs) < maxOwned, nil
 }
 
 // owned describes raw if it is a live session of owner's; current is the
@@ -155,7 +156,7 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 		}
 		sp.end(err)
 	}()
-	listed, err := s.ownedSessions(ctx, owner, s.chainOf(current))
+	listed, _, err := s.ownedSessions(ctx, owner, s.chainOf(current))
 	i := slices.IndexFunc(listed, func(o ownedSession) bool { return hmac.Equal([]byte(o.Handle), []byte(handle)) })
 	if i < 0 {
 		return OwnedSession{}, false, err
@@ -208,10 +209,10 @@ func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, r
 	var total int64
 	for idle, whole := 0, 0; ; {
 		lctx, cancel := s.opContext(ctx, false)
-		listed, err := s.ownedSessions(lctx, owner, current)
+		listed, complete, err := s.ownedSessions(lctx, owner, current)
 		cancel()
-		if len(listed) < maxOwned {
-			whole++ // the listing saw them all: any found later came meanwhile
+		if complete {
+			whole++ // any found later came meanwhile
 		}
 		listed = slices.DeleteFunc(listed, func(o ownedSession) bool { return o.Current })
 		var n int64
