@@ -38,9 +38,9 @@ type Config struct {
 	// its idle timeout, at most a minute; negative for never.
 	TouchInterval time.Duration
 
-	// Timeout bounds each operation's database commands (a load, a save,
-	// NewStore's set-up). Default (0) 5 seconds; else at least a
-	// millisecond.
+	// Timeout bounds each operation's database commands (a load, a save;
+	// NewStore's set-up if its context has no deadline). Default (0) 5
+	// seconds; else at least a millisecond.
 	Timeout time.Duration
 
 	// LockWait bounds how long a request waits for its session's lock

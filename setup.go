@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -16,7 +17,8 @@ import (
 // cookie, authenticates the document) and an optional block key of 16, 24
 // or 32 (it encrypts both); more pairs rotate keys. NewStore prepares coll
 // for cfg.Expiry (TTL index, or a GC goroutine until Close) and the owner
-// index. Errors wrap ErrInvalidConfig (saying what to do) or ErrDatabase.
+// index, within ctx's deadline, or Config.Timeout if ctx has none. Errors
+// wrap ErrInvalidConfig (saying what to do) or ErrDatabase.
 func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs ...[]byte) (*Store, error) {
 	if ctx == nil {
 		return nil, errNil("context")
@@ -35,7 +37,7 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 	s := &Store{Options: defaultOptions(), coll: newCollection(coll), cookies: newCookieCodec(pairs), sealer: newSealer(pairs),
 		cfg: cfg, states: newSessionTable(), expiry: cfg.Expiry, tel: newTelemetry(cfg.TracerProvider, cfg.MeterProvider),
 		stop: func() {}}
-	setupCtx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	setupCtx, cancel := setupContext(ctx, cfg.Timeout)
 	defer cancel()
 	if err := s.setupIndexes(setupCtx); err != nil {
 		return nil, err
@@ -44,6 +46,16 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 		s.startGC(ctx)
 	}
 	return s, nil
+}
+
+// setupContext bounds NewStore's set-up by ctx's deadline if it has one
+// (building an index on a large collection can take longer than a
+// request's commands may), else by timeout.
+func setupContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, timeout)
 }
 
 // setupIndexes makes sure the indexes the expiry mode needs exist, and the

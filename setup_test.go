@@ -329,6 +329,40 @@ func TestExistingIndexIsBroughtInLine(t *testing.T) {
 	})
 }
 
+// TestSetupWithinContextDeadline: NewStore's set-up has all of its
+// context's deadline (an index build may need it), even past
+// Config.Timeout, which bounds it only when the context has none.
+func TestSetupWithinContextDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	coll := testCollection(t, testClient(t, nil))
+	store, err := NewStore(ctx, coll, Config{Timeout: time.Millisecond, Logger: testLogger(&syncBuffer{})}, testHashKey)
+	if err != nil {
+		t.Fatalf("NewStore with a minute's deadline and a Timeout of 1ms: %v", err)
+	}
+	store.Close()
+	for _, c := range []struct {
+		parent context.Context
+		want   time.Time
+	}{{ctx, mustDeadline(t, ctx)}, {context.Background(), time.Now().Add(time.Hour)}} {
+		setupCtx, cancelSetup := setupContext(c.parent, time.Hour)
+		got := mustDeadline(t, setupCtx)
+		cancelSetup()
+		if d := got.Sub(c.want).Abs(); d > time.Second {
+			t.Errorf("set-up deadline %v, want %v", got, c.want)
+		}
+	}
+}
+
+func mustDeadline(t *testing.T, ctx context.Context) time.Time {
+	t.Helper()
+	d, ok := ctx.Deadline()
+	if !ok {
+		t.Fatal("no deadline")
+	}
+	return d
+}
+
 // TestZeroConfigStartsEverywhere checks that Config{} works on every server:
 // the TTL index where the server has TTL, the GC goroutine where it has not,
 // and one log line saying which.
