@@ -12,7 +12,7 @@ TESTFLAGS ?=
 # a spurious "context deadline exceeded" on a loaded machine, a race in Go's
 # fuzzing coordinator (go.dev/issue/75804, fixed in Go 1.27).
 FUZZTIME ?= 40000x
-FUZZ_TARGETS := FuzzDecodeCookie FuzzVerifySigned FuzzCookieValues FuzzDecodeDocument FuzzCompactCodec FuzzGobFallback FuzzJSONCodec
+FUZZ_TARGETS := FuzzDecodeCookie FuzzVerifySigned FuzzCookieValues FuzzDecodeDocument FuzzCompactCodec FuzzEncodesTo FuzzGobFallback FuzzJSONCodec
 
 .PHONY: test test-start vet fmt-check fuzz bench run browser
 

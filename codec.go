@@ -131,6 +131,37 @@ func (compactCodec) appendEncode(b []byte, values map[any]any) ([]byte, error) {
 	return b, err
 }
 
+// encodesTo reports whether data, a compact form, is the encoding of
+// values: it reads data's keys in turn and compares each one's value,
+// encoded into buf, with data's, so an unchanged session's check neither
+// sorts nor copies its keys.
+func encodesTo(buf, data []byte, values map[any]any) bool {
+	n, k := binary.Uvarint(data[min(1, len(data)):])
+	if len(data) == 0 || data[0] != compactForm || k <= 0 || n != uint64(len(values)) {
+		return false
+	}
+	var prev []byte
+	for off := 1 + k; ; n-- {
+		if n == 0 {
+			return off == len(data)
+		}
+		l, k := binary.Uvarint(data[off:])
+		if k <= 0 || l > uint64(len(data)-off-k) {
+			return false
+		}
+		key := data[off+k : off+k+int(l)]
+		v, ok := values[string(key)]
+		if !ok || (prev != nil && bytes.Compare(prev, key) >= 0) { // sorted, so n distinct keys: all of values'
+			return false
+		}
+		enc, err := appendValue(buf[:0], v, 0)
+		if off += k + int(l); err != nil || !bytes.HasPrefix(data[off:], enc) {
+			return false
+		}
+		off, prev = off+len(enc), key
+	}
+}
+
 // keyCache holds session keys boxed as the map's keys, for the decodes of
 // one store to share: sessions hold the same few keys. Reads take no lock.
 type keyCache struct {

@@ -336,6 +336,71 @@ func FuzzCompactCodec(f *testing.F) {
 	})
 }
 
+// TestEncodesTo: the change check's walk over the stored encoding says
+// "unchanged" for the values it was encoded from, and for nothing else.
+func TestEncodesTo(t *testing.T) {
+	stored := compactSample()
+	data := mustEncodeT(t, stored)
+	changed := func(change func(map[any]any)) map[any]any {
+		v := compactSample()
+		change(v)
+		return v
+	}
+	tests := []struct {
+		name   string
+		data   []byte
+		values map[any]any
+		want   bool
+	}{
+		{"unchanged", data, compactSample(), true},
+		{"a value changed", data, changed(func(v map[any]any) { v["int"] = -43 }), false},
+		{"a value's type changed", data, changed(func(v map[any]any) { v["int"] = int64(-42) }), false},
+		{"a nested value changed", data, changed(func(v map[any]any) { v["profile"].(map[string]any)["name"] = "bob" }), false},
+		{"a key added", data, changed(func(v map[any]any) { v["new"] = 1 }), false},
+		{"a key removed", data, changed(func(v map[any]any) { delete(v, "nil") }), false},
+		{"a key renamed", data, changed(func(v map[any]any) { v["nil2"] = nil; delete(v, "nil") }), false},
+		{"a key that is not a string", data, changed(func(v map[any]any) { v[1] = nil; delete(v, "nil") }), false},
+		{"a value with no compact form", data, changed(func(v map[any]any) { v["int"] = time.Second }), false},
+		{"none stored, none now", mustEncodeT(t, map[any]any{}), map[any]any{}, true},
+		{"truncated", data[:len(data)-1], compactSample(), false},
+		{"a byte more", append(bytes.Clone(data), 0), compactSample(), false},
+		{"the gob form", []byte{gobForm}, compactSample(), false},
+		{"empty", nil, map[any]any{}, false},
+		{"keys out of order", []byte{compactForm, 2, 1, 'b', tagNil, 1, 'a', tagNil}, map[any]any{"a": nil, "b": nil}, false},
+		{"a key twice", []byte{compactForm, 2, 1, 'a', tagNil, 1, 'a', tagNil}, map[any]any{"a": nil, "b": nil}, false},
+	}
+	for _, tc := range tests {
+		if got := encodesTo(nil, tc.data, tc.values); got != tc.want {
+			t.Errorf("%s: encodesTo = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// FuzzEncodesTo holds encodesTo to comparing Encode's bytes: for the values
+// decoded from one input, against another input and against their encoding.
+func FuzzEncodesTo(f *testing.F) {
+	sample := mustEncodeF(f, compactSample())[1:]
+	f.Add(sample, sample)
+	f.Add(sample, sample[:len(sample)-1])
+	f.Add([]byte{1, 1, 'k', tagTrue}, []byte{1, 1, 'k', tagFalse})
+	f.Add([]byte{2, 1, 'a', tagNil, 1, 'b', tagNil}, []byte{2, 1, 'b', tagNil, 1, 'a', tagNil})
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		values, err := compactCodec{}.Decode(append([]byte{compactForm}, a...))
+		if err != nil {
+			return
+		}
+		enc, err := compactCodec{}.Encode(values)
+		if err != nil {
+			t.Fatalf("Encode of decoded %#v: %v", values, err)
+		}
+		for _, data := range [][]byte{append([]byte{compactForm}, b...), enc} {
+			if got, want := encodesTo(nil, data, values), bytes.Equal(enc, data); got != want {
+				t.Fatalf("encodesTo(%x, %#v) = %v; Encode gives %x", data, values, got, enc)
+			}
+		}
+	})
+}
+
 // TestKeyCache: a store's decodes share the boxed keys, up to
 // maxCachedKeys of at most maxCachedKeyLen bytes, and decode the same
 // values with or without them, concurrently too.

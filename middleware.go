@@ -167,6 +167,9 @@ func (w *sessionWriter) mustWrite(st sessionState) bool {
 func (w *sessionWriter) changed(st sessionState) bool {
 	codec, buf := w.store.cfg.Codec, w.store.lendBuffer()
 	defer w.store.buffers.Put(buf)
+	if canonical(codec, st.encoded) && encodesTo(buf[:0], st.encoded, w.session.Values) {
+		return false
+	}
 	enc, err := w.encode(buf[:0])
 	if err != nil {
 		return true // the save reports the error
