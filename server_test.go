@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -136,7 +137,20 @@ func testCollection(t testing.TB, client *mongo.Client) *mongo.Collection {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = coll.Drop(ctx)
+		if err := coll.Drop(ctx); errors.Is(err, mongo.ErrClientDisconnected) {
+			dropWithNewClient(ctx, coll.Name()) // the test disconnected its client
+		}
 	})
 	return coll
+}
+
+// dropWithNewClient drops the test collection name through a client of its
+// own, so that no test leaves a collection behind on a lasting server.
+func dropWithNewClient(ctx context.Context, name string) {
+	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")))
+	if err != nil {
+		return
+	}
+	defer func() { _ = client.Disconnect(ctx) }()
+	_ = client.Database(testDatabase).Collection(name).Drop(ctx)
 }
