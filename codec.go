@@ -131,35 +131,44 @@ func (compactCodec) appendEncode(b []byte, values map[any]any) ([]byte, error) {
 	return b, err
 }
 
-// encodesTo reports whether data, a compact form, is the encoding of
-// values: it reads data's keys in turn and compares each one's value,
-// encoded into buf, with data's, so an unchanged session's check neither
-// sorts nor copies its keys.
+// encodesTo reports whether data is values' compact form, byte for byte,
+// without sorting or copying values' keys (of up to 32 bytes).
 func encodesTo(buf, data []byte, values map[any]any) bool {
-	n, k := binary.Uvarint(data[min(1, len(data)):])
-	if len(data) == 0 || data[0] != compactForm || k <= 0 || n != uint64(len(values)) {
+	if len(data) == 0 || data[0] != compactForm {
 		return false
 	}
-	var prev []byte
-	for off := 1 + k; ; n-- {
-		if n == 0 {
-			return off == len(data)
-		}
-		l, k := binary.Uvarint(data[off:])
+	n, k := uvarint(data[1:])
+	if k <= 0 || n != uint64(len(values)) {
+		return false
+	}
+	off, prev := 1+k, []byte(nil)
+	for i := range n {
+		l, k := uvarint(data[off:])
 		if k <= 0 || l > uint64(len(data)-off-k) {
 			return false
 		}
 		key := data[off+k : off+k+int(l)]
 		v, ok := values[string(key)]
-		if !ok || (prev != nil && bytes.Compare(prev, key) >= 0) { // sorted, so n distinct keys: all of values'
+		if !ok || (i > 0 && bytes.Compare(prev, key) >= 0) { // in order, so n distinct keys: all of values'
 			return false
 		}
+		off += k + int(l)
 		enc, err := appendValue(buf[:0], v, 0)
-		if off += k + int(l); err != nil || !bytes.HasPrefix(data[off:], enc) {
+		if err != nil || !bytes.HasPrefix(data[off:], enc) {
 			return false
 		}
-		off, prev = off+len(enc), key
+		off, prev, buf = off+len(enc), key, enc
 	}
+	return off == len(data)
+}
+
+// uvarint reads a uvarint as binary.AppendUvarint writes it: one written
+// longer than need be gives k ≤ 0, as a malformed one does.
+func uvarint(b []byte) (v uint64, k int) {
+	if v, k = binary.Uvarint(b); k > 1 && b[k-1] == 0 {
+		return 0, 0
+	}
+	return v, k
 }
 
 // keyCache holds session keys boxed as the map's keys, for the decodes of
@@ -342,10 +351,10 @@ func (d *compactDecoder) fail(what string) {
 
 // varint reads a varint, or with unsigned a uvarint, as a uint64.
 func (d *compactDecoder) varint(unsigned bool) uint64 {
-	v, n := binary.Uvarint(d.b)
-	if !unsigned {
-		i, m := binary.Varint(d.b)
-		v, n = uint64(i), m
+	v, n := uvarint(d.b) // a signed one is zigzagged into the same form
+	if !unsigned && n > 0 {
+		i, _ := binary.Varint(d.b)
+		v = uint64(i)
 	}
 	if n <= 0 {
 		d.fail("bad varint")
@@ -375,6 +384,18 @@ func (d *compactDecoder) bytes() []byte {
 	v := d.b[:n:n]
 	d.b = d.b[n:]
 	return v
+}
+
+// time reads a time in MarshalBinary's form, refusing one it cannot write
+// back (a zone offset between one and two minutes west, with seconds).
+func (d *compactDecoder) time() time.Time {
+	var t time.Time
+	if err := t.UnmarshalBinary(d.bytes()); err != nil {
+		d.fail("bad time")
+	} else if _, err := t.AppendBinary(make([]byte, 0, 16)); err != nil {
+		d.fail("a time with no binary form")
+	}
+	return t
 }
 
 func (d *compactDecoder) string() string {
@@ -459,11 +480,7 @@ func (d *compactDecoder) value(depth int) any {
 	case tag == tagFloat64:
 		return math.Float64frombits(binary.BigEndian.Uint64(d.fixed(8)))
 	case tag == tagTime:
-		var t time.Time
-		if err := t.UnmarshalBinary(d.bytes()); err != nil {
-			d.fail("bad time")
-		}
-		return t
+		return d.time()
 	case tag == tagBytes:
 		if b := d.bytes(); len(b) > 0 {
 			return bytes.Clone(b)
