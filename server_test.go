@@ -137,8 +137,12 @@ func testCollection(t testing.TB, client *mongo.Client) *mongo.Collection {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := coll.Drop(ctx); errors.Is(err, mongo.ErrClientDisconnected) {
-			dropWithNewClient(ctx, coll.Name()) // the test disconnected its client
+		err := coll.Drop(ctx)
+		if errors.Is(err, mongo.ErrClientDisconnected) {
+			err = dropWithNewClient(ctx, coll.Name()) // the test disconnected its client
+		}
+		if err != nil {
+			t.Logf("collection %s left behind: %v", coll.Name(), err)
 		}
 	})
 	return coll
@@ -146,11 +150,11 @@ func testCollection(t testing.TB, client *mongo.Client) *mongo.Collection {
 
 // dropWithNewClient drops the test collection name through a client of its
 // own, so that no test leaves a collection behind on a lasting server.
-func dropWithNewClient(ctx context.Context, name string) {
+func dropWithNewClient(ctx context.Context, name string) error {
 	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")))
 	if err != nil {
-		return
+		return err
 	}
 	defer func() { _ = client.Disconnect(ctx) }()
-	_ = client.Database(testDatabase).Collection(name).Drop(ctx)
+	return client.Database(testDatabase).Collection(name).Drop(ctx)
 }
