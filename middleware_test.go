@@ -1668,8 +1668,7 @@ func TestChangeCheckAllocatesNothing(t *testing.T) {
 }
 
 // preloaded is a sessions.Store that gives the registry a copy of a loaded
-// session, with its state, without a database: the middleware's own work
-// is then all a request does.
+// session, with its state, without a database command.
 type preloaded struct {
 	*Store
 	loaded *sessions.Session
