@@ -389,10 +389,20 @@ func (d *compactDecoder) bytes() []byte {
 // time reads a time in MarshalBinary's form, refusing one it cannot write
 // back (a zone offset between one and two minutes west, with seconds).
 func (d *compactDecoder) time() time.Time {
+	b := d.bytes()
 	var t time.Time
-	if err := t.UnmarshalBinary(d.bytes()); err != nil {
+	if err := t.UnmarshalBinary(b); err != nil {
 		d.fail("bad time")
-	} else if _, err := t.AppendBinary(make([]byte, 0, 16)); err != nil {
+		return t
+	}
+	if len(b) == 16 && b[0] == 2 && b[15] >= 0x80 {
+		// MarshalBinary writes a zone offset's seconds as an int8, and
+		// UnmarshalBinary reads them back as a byte: 256 s east of the
+		// offset a time west of UTC had, seconds and all (historic LMT zones).
+		_, offset := t.Zone()
+		t = t.In(time.FixedZone("", offset-256))
+	}
+	if _, err := t.AppendBinary(make([]byte, 0, 16)); err != nil {
 		d.fail("a time with no binary form")
 	}
 	return t

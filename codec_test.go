@@ -223,6 +223,22 @@ func mustEncode(t *testing.T, c Codec, values map[any]any) []byte {
 	return data
 }
 
+// TestCompactCodecKeepsZoneOffsets: a time comes back at its instant and
+// with its zone's offset, seconds and all, west of UTC too (New York's
+// local mean time was 4:56:02 behind), where time.UnmarshalBinary alone
+// gives 256 s more.
+func TestCompactCodecKeepsZoneOffsets(t *testing.T) {
+	at := time.Date(1850, 3, 1, 12, 0, 0, 0, time.UTC)
+	for _, offset := range []int{-(4*3600 + 56*60 + 2), -(5*3600 + 30), -5 * 3600, 3600 + 30, 0} {
+		want := at.In(time.FixedZone("", offset))
+		got, err := compactCodec{}.Decode(mustEncodeT(t, map[any]any{"t": want}))
+		g, _ := got["t"].(time.Time)
+		if _, off := g.Zone(); err != nil || !g.Equal(want) || off != offset {
+			t.Errorf("offset %d s: decoded %v (offset %d s), %v; want %v", offset, g, off, err, want)
+		}
+	}
+}
+
 // TestCompactCodecIsDeterministic checks that equal values give equal
 // bytes, whatever the maps' iteration order: the middleware's change check
 // compares encodings.
