@@ -325,6 +325,15 @@ func (w *sessionWriter) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// WriteString saves the session, if need be, and writes s without copying
+// it where the underlying writer can.
+func (w *sessionWriter) WriteString(s string) (int, error) {
+	if w.commit(); w.failed {
+		return 0, errResponseDiscarded
+	}
+	return io.WriteString(w.ResponseWriter, s)
+}
+
 // ReadFrom keeps the underlying writer's fast path (sendfile).
 func (w *sessionWriter) ReadFrom(src io.Reader) (int64, error) {
 	if w.commit(); w.failed {

@@ -303,7 +303,11 @@ var mwTriggers = []struct {
 		return err
 	}},
 	{"Write", func(w http.ResponseWriter) error {
-		_, err := io.WriteString(w, mwHandlerText)
+		_, err := w.Write([]byte(mwHandlerText))
+		return err
+	}},
+	{"WriteString", func(w http.ResponseWriter) error {
+		_, err := w.(io.StringWriter).WriteString(mwHandlerText)
 		return err
 	}},
 	{"Flush", func(w http.ResponseWriter) error {
@@ -705,7 +709,12 @@ func TestMiddlewareSavesBeforeHeaders(t *testing.T) {
 		wantStatus int
 		wantBody   string
 	}{
-		{"Write", func(t *testing.T, w http.ResponseWriter) { _, _ = io.WriteString(w, "written") }, http.StatusOK, "written"},
+		{"Write", func(t *testing.T, w http.ResponseWriter) { _, _ = w.Write([]byte("written")) }, http.StatusOK, "written"},
+		{"WriteString", func(t *testing.T, w http.ResponseWriter) {
+			if _, err := w.(io.StringWriter).WriteString("written"); err != nil {
+				t.Errorf("WriteString: %v", err)
+			}
+		}, http.StatusOK, "written"},
 		{"WriteHeader 201", func(t *testing.T, w http.ResponseWriter) {
 			w.WriteHeader(http.StatusCreated)
 			_, _ = io.WriteString(w, "created")
