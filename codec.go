@@ -351,16 +351,15 @@ func (d *compactDecoder) fail(what string) {
 
 // varint reads a varint, or with unsigned a uvarint, as a uint64.
 func (d *compactDecoder) varint(unsigned bool) uint64 {
-	v, n := uvarint(d.b) // a signed one is zigzagged into the same form
-	if !unsigned && n > 0 {
-		i, _ := binary.Varint(d.b)
-		v = uint64(i)
-	}
+	v, n := uvarint(d.b)
 	if n <= 0 {
 		d.fail("bad varint")
 		return 0
 	}
 	d.b = d.b[n:]
+	if !unsigned { // binary.AppendVarint zigzags a signed one into a uvarint
+		v = uint64(int64(v>>1) ^ -int64(v&1))
+	}
 	return v
 }
 
