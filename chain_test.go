@@ -252,6 +252,36 @@ func TestEndOtherSessionsStopsChasingLogins(t *testing.T) {
 	}
 }
 
+// TestEndOtherSessionsLosingToAnotherEnding: a delete that finds nothing
+// because another request ended the session first is no failure, however
+// many rounds in a row it happens (concurrent logins under
+// MaxSessionsPerOwner race so): only a session listed again after such a
+// delete counts against the rounds' bound.
+func TestEndOtherSessionsLosingToAnotherEnding(t *testing.T) {
+	var other *storeFixture
+	var deletes atomic.Int64
+	client := hookedClient(t, func(name string) {
+		if name == "delete" && deletes.Add(1) <= maxIdleRounds {
+			// Another request ends ada's sessions first, and she signs in again.
+			if _, err := other.coll.DeleteMany(context.Background(), bson.D{}); err != nil {
+				t.Error(err)
+			}
+			storeOwned(t, other, 1, "ada")
+		}
+	})
+	coll := testCollection(t, client)
+	store := storeOn(t, coll, Config{Expiry: ExpiryNone})
+	other = &storeFixture{store: store, coll: testClient(t, nil).Database(testDatabase).Collection(coll.Name())}
+	storeOwned(t, other, 1, "ada")
+	n, err := store.EndOtherSessions(context.Background(), "ada", nil)
+	if n != 1 || err != nil {
+		t.Fatalf("EndOtherSessions = %d, %v; want the one left after %d lost deletes ended, no error", n, err, maxIdleRounds)
+	}
+	if left := other.count(t); left != 0 {
+		t.Fatalf("%d sessions left, want none", left)
+	}
+}
+
 // TestLimitHasItsOwnBudget: the per-owner limit runs after the login's
 // save and its event, with its own Timeout: a slow subscriber does not
 // leave the owner over the limit.

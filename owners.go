@@ -196,7 +196,7 @@ func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *ses
 }
 
 const (
-	maxIdleRounds = 3 // bounds the rounds of endOwned that end nothing
+	maxIdleRounds = 3 // bounds the rounds of endOwned that end nothing of what it missed before
 	maxChases     = 3 // bounds its rounds after one that listed them all
 )
 
@@ -204,9 +204,12 @@ const (
 // recently saved others, and looks again until none is left: a session
 // saved meanwhile is ended too, for maxChases more rounds after one that
 // saw them all. It returns how many it ended. Each command is bounded by
-// Config.Timeout, so that any number of sessions can end.
+// Config.Timeout, so that any number of sessions can end. A delete that
+// finds nothing has lost to another ending, unless the session is listed
+// again (DocumentDB can miss one saved meanwhile): only that is no progress.
 func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, reason EndReason) (int64, error) {
 	var total int64
+	var missed map[string]bool // the sessions the last round tried, if it ended none
 	for idle, whole := 0, 0; ; {
 		lctx, cancel := s.opContext(ctx, false)
 		listed, complete, err := s.ownedSessions(lctx, owner, current)
@@ -215,13 +218,17 @@ func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, r
 			whole++ // any found later came meanwhile
 		}
 		listed = slices.DeleteFunc(listed, func(o ownedSession) bool { return o.Current })
+		targets := listed[min(keep, len(listed)):]
 		var n int64
-		if err == nil && len(listed) > keep && whole <= 1+maxChases {
-			n, err = s.endListed(ctx, listed[keep:], reason)
+		if err == nil && len(targets) > 0 && whole <= 1+maxChases {
+			n, err = s.endListed(ctx, targets, reason)
 		}
-		left := int64(max(len(listed)-keep, 0)) - n
-		if total += n; n == 0 {
-			idle++
+		left := int64(len(targets)) - n
+		if total += n; n == 0 && slices.ContainsFunc(targets, func(o ownedSession) bool { return missed[o.st.id] }) {
+			idle++ // a delete found nothing, yet the session is still there
+		}
+		if missed = nil; n == 0 {
+			missed = chainIDs(targets)
 		}
 		switch {
 		case err != nil:
@@ -235,6 +242,15 @@ func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, r
 			return total, fmt.Errorf("%w: %d sessions could not be ended (%d ended)", ErrDatabase, left, total)
 		}
 	}
+}
+
+// chainIDs returns the set of the chain IDs of listed.
+func chainIDs(listed []ownedSession) map[string]bool {
+	ids := make(map[string]bool, len(listed))
+	for _, o := range listed {
+		ids[o.st.id] = true
+	}
+	return ids
 }
 
 // endListed ends the sessions of listed, one delete each (bounded by
