@@ -301,6 +301,33 @@ func TestLimitHasItsOwnBudget(t *testing.T) {
 	}
 }
 
+// TestLimitLeavesLaterLoginsToTheirOwn: a limit ends what its complete
+// listing found beyond the limit and stops; a login saved meanwhile is its
+// own save's to limit. Concurrent logins used to chase each other's
+// sessions until one of them gave up with ErrLimit.
+func TestLimitLeavesLaterLoginsToTheirOwn(t *testing.T) {
+	var f *storeFixture
+	var chasing atomic.Bool
+	later := 0
+	f = newFixture(t, Config{Expiry: ExpiryNone, MaxSessionsPerOwner: 2, OnEvent: func(_ context.Context, e Event) {
+		if e.Kind == EventEnded && e.Reason == EndLimit && chasing.Load() {
+			later++
+			storeOwned(t, f, 1, "ada") // a login whose own limit is still to run
+		}
+	}})
+	storeOwned(t, f, 3, "ada")
+	chasing.Store(true)
+	saveNewSession(t, f, map[any]any{ownerKey: "ada"}) // fails on ErrLimit
+	chasing.Store(false)
+	if left, want := f.count(t), int64(2+later); later != 2 || left != want {
+		t.Fatalf("after the limit: %d later logins, %d sessions left; want 2 later logins, %d left", later, left, want)
+	}
+	saveNewSession(t, f, map[any]any{ownerKey: "ada"})
+	if left := f.count(t); left != 2 {
+		t.Fatalf("after the last login's limit: %d sessions left, want 2", left)
+	}
+}
+
 // TestLimitFailureIsReported: a limit that could not be applied is
 // reported as ErrLimit, the session saved.
 func TestLimitFailureIsReported(t *testing.T) {
