@@ -301,10 +301,12 @@ func TestLimitHasItsOwnBudget(t *testing.T) {
 	}
 }
 
-// TestLimitLeavesLaterLoginsToTheirOwn: a limit ends what its complete
-// listing found beyond the limit and stops; a login saved meanwhile is its
-// own save's to limit. Concurrent logins used to chase each other's
-// sessions until one of them gave up with ErrLimit.
+// TestLimitLeavesLaterLoginsToTheirOwn: a limit ends the sessions saved
+// while it runs for maxChases rounds after one that listed them all, then
+// stops with no error: the logins still coming each run a limit of their
+// own, and the last of them leaves the owner at the limit. Concurrent
+// logins used to chase each other's sessions until one gave up with
+// ErrLimit.
 func TestLimitLeavesLaterLoginsToTheirOwn(t *testing.T) {
 	var f *storeFixture
 	var chasing atomic.Bool
@@ -317,10 +319,11 @@ func TestLimitLeavesLaterLoginsToTheirOwn(t *testing.T) {
 	}})
 	storeOwned(t, f, 3, "ada")
 	chasing.Store(true)
-	saveNewSession(t, f, map[any]any{ownerKey: "ada"}) // fails on ErrLimit
+	saveNewSession(t, f, map[any]any{ownerKey: "ada"}) // its limit ends 2 sessions a round, each followed by a login
 	chasing.Store(false)
-	if left, want := f.count(t), int64(2+later); later != 2 || left != want {
-		t.Fatalf("after the limit: %d later logins, %d sessions left; want 2 later logins, %d left", later, left, want)
+	if left, want := f.count(t), int64(4); later != 2*(1+maxChases) || left != want {
+		t.Fatalf("after the limit: %d later logins, %d sessions left; want %d later logins, %d left (the login, the one kept, the last 2)",
+			later, left, 2*(1+maxChases), want)
 	}
 	saveNewSession(t, f, map[any]any{ownerKey: "ada"})
 	if left := f.count(t); left != 2 {

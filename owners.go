@@ -203,13 +203,13 @@ const (
 // endOwned ends the sessions of owner but chain current and the keep most
 // recently saved others, and looks again until none is left: a session
 // saved meanwhile is ended too, for maxChases more rounds after one that
-// saw them all. It returns how many it ended. Each command is bounded by
-// Config.Timeout, so that any number of sessions can end. A delete that
-// finds nothing has lost to another ending, unless the session is listed
-// again (DocumentDB can miss one saved meanwhile): only that is no progress.
-// A limit (keep > 0) is done once it has ended every target of a complete
-// listing: a session tied to the owner after that listing is its own save's
-// to limit.
+// saw them all; then EndOtherSessions (keep 0) gives up with ErrConflict,
+// and a limit (keep > 0) stops with no error, as each login still coming
+// runs a limit of its own. It returns how many it ended. Each command is
+// bounded by Config.Timeout, so that any number of sessions can end. A
+// delete that finds nothing has lost to another ending, unless the session
+// is listed again (DocumentDB can miss one saved meanwhile): only that is
+// no progress.
 func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, reason EndReason) (int64, error) {
 	var total int64
 	var missed map[string]bool // the sessions the last round tried, if it ended none
@@ -236,7 +236,7 @@ func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, r
 		switch {
 		case err != nil:
 			return total, fmt.Errorf("%w (%d ended, %d or more left)", err, total, left)
-		case len(listed) <= keep, keep > 0 && complete && n == int64(len(targets)):
+		case len(listed) <= keep, whole > 1+maxChases && keep > 0:
 			return total, nil
 		case whole > 1+maxChases:
 			return total, fmt.Errorf("%w: the owner's sessions kept being saved while they were ended (%d ended, %d or more left)",
