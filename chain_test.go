@@ -252,6 +252,31 @@ func TestEndOtherSessionsStopsChasingLogins(t *testing.T) {
 	}
 }
 
+// TestEndOtherSessionsStopsAFlood: logins that come faster than sign-out
+// everywhere ends them fill every listing, so none holds all the owner's
+// sessions; it still gives up with ErrConflict once its listings hold only
+// sessions saved since it began, and counts right what it ended.
+func TestEndOtherSessionsStopsAFlood(t *testing.T) {
+	const flood = 300 // logins at most, far more than it ends before giving up
+	var f *storeFixture
+	logins := 0
+	f = newFixture(t, Config{Expiry: ExpiryNone, OnEvent: func(_ context.Context, e Event) {
+		if e.Kind == EventEnded && logins < flood {
+			logins += 2
+			storeOwned(t, f, 2, "ada") // two logins for each ending
+		}
+	}})
+	f.store.coll.ownedCap = 5 // listings of 5 sessions stand for listings of 1,000
+	storeOwned(t, f, 12, "ada")
+	n, err := f.store.EndOtherSessions(context.Background(), "ada", nil)
+	if !errors.Is(err, ErrConflict) || logins >= flood {
+		t.Fatalf("EndOtherSessions = %d, %v after %d logins; want ErrConflict before %d logins", n, err, logins, flood)
+	}
+	if left := f.count(t); left != int64(12+logins)-n {
+		t.Fatalf("%d sessions left of %d, %d said ended", left, 12+logins, n)
+	}
+}
+
 // TestEndOtherSessionsLosingToAnotherEnding: a delete that finds nothing
 // because another request ended the session first is no failure, however
 // many rounds in a row it happens (concurrent logins under

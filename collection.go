@@ -271,9 +271,10 @@ func revFilter(id string, rev int64) bson.Raw {
 // the client's default: a request reads what the last one wrote. Writes
 // use the client's write concern. Errors wrap ErrDatabase.
 type collection struct {
-	c      *mongo.Collection
-	locks  *chainLocks   // one write of a chain at a time in this process
-	atomic *atomic.Int32 // atomicUnknown until atomicWrites asks the server
+	c        *mongo.Collection
+	locks    *chainLocks   // one write of a chain at a time in this process
+	atomic   *atomic.Int32 // atomicUnknown until atomicWrites asks the server
+	ownedCap int           // how many sessions a listing of an owner's keeps: maxOwned, lower in tests
 }
 
 // What atomicWrites found.
@@ -285,7 +286,7 @@ const (
 
 func newCollection(c *mongo.Collection) collection {
 	return collection{c: c.Clone(options.Collection().SetReadPreference(readpref.Primary())), locks: &chainLocks{},
-		atomic: new(atomic.Int32)}
+		atomic: new(atomic.Int32), ownedCap: maxOwned}
 }
 
 // atomicWrites reports whether the server's conditional writes are atomic
@@ -529,21 +530,23 @@ func ownedFilter(owners []string) bson.D {
 
 // findOwned returns the sessions live at now whose owner digest is one of
 // owners, at most maxOwned, from the owner index: it reads past the expired
-// ones that the TTL monitor or the GC has not deleted yet.
-// Each document comes once: DocumentDB can return one twice from an index
-// whose entries for it changed a moment before.
-func (c collection) findOwned(ctx context.Context, owners []string, now time.Time) ([]bson.Raw, error) {
+// ones that the TTL monitor or the GC has not deleted yet. It reports
+// whether they were all (fewer than maxOwned). Each document comes once:
+// DocumentDB can return one twice from an index whose entries for it
+// changed a moment before.
+func (c collection) findOwned(ctx context.Context, owners []string, now time.Time) ([]bson.Raw, bool, error) {
 	cur, err := c.c.Find(ctx, ownedFilter(owners))
 	if err != nil {
-		return nil, dbError("list sessions", err)
+		return nil, false, dbError("list sessions", err)
 	}
 	seen := map[string]bool{}
-	return all(ctx, cur, "list sessions", maxOwned, func(doc bson.Raw) bool {
+	docs, err := all(ctx, cur, "list sessions", c.ownedCap, func(doc bson.Raw) bool {
 		id, _ := doc.Lookup(fieldID).StringValueOK()
 		first := !seen[id]
 		seen[id] = true
 		return first && live(doc, now)
 	})
+	return docs, len(docs) < c.ownedCap, err
 }
 
 // all reads the documents of cur that keep says to keep, at most limit.

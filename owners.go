@@ -102,7 +102,7 @@ func (s *Store) chainOf(session *sessions.Session) string {
 // marking the one of chain current, and whether the listing held them all
 // (fewer than maxOwned documents, unreadable ones included).
 func (s *Store) ownedSessions(ctx context.Context, owner, current string) ([]ownedSession, bool, error) {
-	docs, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner), s.cfg.Now())
+	docs, complete, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner), s.cfg.Now())
 	if err != nil {
 		return nil, false, err
 	}
@@ -115,7 +115,7 @@ func (s *Store) ownedSessions(ctx context.Context, owner, current string) ([]own
 	slices.SortFunc(out, func(a, b ownedSession) int {
 		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), cmp.Compare(a.Handle, b.Handle))
 	})
-	return out, len(docs) < maxOwned, nil
+	return out, complete, nil
 }
 
 // owned describes raw if it is a live session of owner's; current is the
@@ -203,7 +203,8 @@ const (
 // endOwned ends the sessions of owner but chain current and the keep most
 // recently saved others, and looks again until none is left: a session
 // saved meanwhile is ended too, for maxChases more rounds after one that
-// saw them all; then EndOtherSessions (keep 0) gives up with ErrConflict,
+// saw them all, or saw only sessions saved since it began (a flood of
+// logins that fills every listing); then EndOtherSessions (keep 0) gives up with ErrConflict,
 // and a limit (keep > 0) stops with no error, as each login still coming
 // runs a limit of its own. It returns how many it ended. Each command is
 // bounded by Config.Timeout, so that any number of sessions can end. A
@@ -213,11 +214,12 @@ const (
 func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, reason EndReason) (int64, error) {
 	var total int64
 	var missed map[string]bool // the sessions the last round tried, if it ended none
+	start := s.cfg.Now()
 	for idle, whole := 0, 0; ; {
 		lctx, cancel := s.opContext(ctx, false)
 		listed, complete, err := s.ownedSessions(lctx, owner, current)
 		cancel()
-		if complete {
+		if complete || !slices.ContainsFunc(listed, func(o ownedSession) bool { return o.UpdatedAt.Before(start) }) {
 			whole++ // any found later came meanwhile
 		}
 		listed = slices.DeleteFunc(listed, func(o ownedSession) bool { return o.Current })
