@@ -252,28 +252,42 @@ func TestEndOtherSessionsStopsChasingLogins(t *testing.T) {
 	}
 }
 
-// TestEndOtherSessionsStopsAFlood: logins that come faster than sign-out
-// everywhere ends them fill every listing, so none holds all the owner's
-// sessions; it still gives up with ErrConflict once its listings hold only
-// sessions saved since it began, and counts right what it ended.
+// TestEndOtherSessionsStopsAFlood: logins that come faster than an ending
+// ends them fill every listing, so none holds all the owner's sessions;
+// sign-out everywhere still gives up with ErrConflict, and a limit stops
+// with no error, once its listings hold no other session saved before it
+// began (the limit's own session was), each counting right what it ended.
 func TestEndOtherSessionsStopsAFlood(t *testing.T) {
-	const flood = 300 // logins at most, far more than it ends before giving up
-	var f *storeFixture
-	logins := 0
-	f = newFixture(t, Config{Expiry: ExpiryNone, OnEvent: func(_ context.Context, e Event) {
-		if e.Kind == EventEnded && logins < flood {
-			logins += 2
-			storeOwned(t, f, 2, "ada") // two logins for each ending
-		}
-	}})
-	f.store.coll.ownedCap = 5 // listings of 5 sessions stand for listings of 1,000
-	storeOwned(t, f, 12, "ada")
-	n, err := f.store.EndOtherSessions(context.Background(), "ada", nil)
-	if !errors.Is(err, ErrConflict) || logins >= flood {
-		t.Fatalf("EndOtherSessions = %d, %v after %d logins; want ErrConflict before %d logins", n, err, logins, flood)
-	}
-	if left := f.count(t); left != int64(12+logins)-n {
-		t.Fatalf("%d sessions left of %d, %d said ended", left, 12+logins, n)
+	const flood = 300 // logins at most, far more than are ended before it stops
+	for _, limit := range []int{0, 2} {
+		t.Run(fmt.Sprint("limit ", limit), func(t *testing.T) {
+			var f *storeFixture
+			logins, ended := 0, 0
+			f = newFixture(t, Config{Expiry: ExpiryNone, MaxSessionsPerOwner: limit, OnEvent: func(_ context.Context, e Event) {
+				if e.Kind != EventEnded {
+					return
+				}
+				if ended++; logins < flood {
+					logins += 2
+					storeOwned(t, f, 2, "ada") // two logins for each ending
+				}
+			}})
+			f.store.coll.ownedCap = 5 // listings of 5 sessions stand for listings of 1,000
+			storeOwned(t, f, 12, "ada")
+			total := 12
+			if limit == 0 {
+				n, err := f.store.EndOtherSessions(context.Background(), "ada", nil)
+				if !errors.Is(err, ErrConflict) || n != int64(ended) {
+					t.Fatalf("EndOtherSessions = %d, %v; want ErrConflict, %d ended", n, err, ended)
+				}
+			} else {
+				saveNewSession(t, f, map[any]any{ownerKey: "ada"}) // a login: its limit gives no error
+				total++
+			}
+			if left := f.count(t); logins >= flood || left != int64(total+logins-ended) {
+				t.Fatalf("after %d logins (want fewer than %d), %d sessions left of %d, %d ended", logins, flood, left, total+logins, ended)
+			}
+		})
 	}
 }
 

@@ -203,14 +203,14 @@ const (
 // endOwned ends the sessions of owner but chain current and the keep most
 // recently saved others, and looks again until none is left: a session
 // saved meanwhile is ended too, for maxChases more rounds after one that
-// saw them all, or saw only sessions saved since it began (a flood of
-// logins that fills every listing); then EndOtherSessions (keep 0) gives up with ErrConflict,
-// and a limit (keep > 0) stops with no error, as each login still coming
-// runs a limit of its own. It returns how many it ended. Each command is
-// bounded by Config.Timeout, so that any number of sessions can end. A
-// delete that finds nothing has lost to another ending, unless the session
-// is listed again (DocumentDB can miss one saved meanwhile): only that is
-// no progress.
+// saw them all, or saw no other session saved before it began (a flood of
+// logins that fills every listing); then EndOtherSessions (keep 0) gives
+// up with ErrConflict, and a limit (keep > 0) stops with no error, as each
+// login still coming runs a limit of its own. It returns how many it
+// ended. Each command is bounded by Config.Timeout, so that any number of
+// sessions can end. A delete that finds nothing has lost to another
+// ending, unless the session is listed again (DocumentDB can miss one
+// saved meanwhile): only that is no progress.
 func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, reason EndReason) (int64, error) {
 	var total int64
 	var missed map[string]bool // the sessions the last round tried, if it ended none
@@ -219,10 +219,10 @@ func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, r
 		lctx, cancel := s.opContext(ctx, false)
 		listed, complete, err := s.ownedSessions(lctx, owner, current)
 		cancel()
+		listed = slices.DeleteFunc(listed, func(o ownedSession) bool { return o.Current })
 		if complete || !slices.ContainsFunc(listed, func(o ownedSession) bool { return o.UpdatedAt.Before(start) }) {
 			whole++ // any found later came meanwhile
 		}
-		listed = slices.DeleteFunc(listed, func(o ownedSession) bool { return o.Current })
 		targets := listed[min(keep, len(listed)):]
 		var n int64
 		if err == nil && len(targets) > 0 && whole <= 1+maxChases {
