@@ -173,7 +173,12 @@ func TestEndingRacingRegenerateIsCountedOnce(t *testing.T) {
 // would, and returns how many it stored.
 func storeOwned(t *testing.T, f *storeFixture, n int, owner string) {
 	t.Helper()
-	now := time.Now()
+	storeOwnedAt(t, f, n, owner, time.Now())
+}
+
+// storeOwnedAt stores n sessions of owner, saved at now.
+func storeOwnedAt(t *testing.T, f *storeFixture, n int, owner string, now time.Time) {
+	t.Helper()
 	for start := 0; start < n; start += 1000 {
 		var docs []any
 		for range min(1000, n-start) {
@@ -255,8 +260,9 @@ func TestEndOtherSessionsStopsChasingLogins(t *testing.T) {
 // TestEndOtherSessionsStopsAFlood: logins that come faster than an ending
 // ends them fill every listing, so none holds all the owner's sessions;
 // sign-out everywhere still gives up with ErrConflict, and a limit stops
-// with no error, once its listings hold no other session saved before it
-// began (the limit's own session was), each counting right what it ended.
+// with no error, once its listings hold no target from before it began
+// (the limit's own session is from before), each counting right what it
+// ended.
 func TestEndOtherSessionsStopsAFlood(t *testing.T) {
 	const flood = 300 // logins at most, far more than are ended before it stops
 	for _, limit := range []int{0, 2} {
@@ -288,6 +294,50 @@ func TestEndOtherSessionsStopsAFlood(t *testing.T) {
 				t.Fatalf("after %d logins (want fewer than %d), %d sessions left of %d, %d ended", logins, flood, left, total+logins, ended)
 			}
 		})
+	}
+}
+
+// TestEndOtherSessionsStopsWhenAnOldSessionComesBack: a session from
+// before sign-out everywhere began that is listed again after each ending
+// (a lasting stale index entry, say) holds off its bound once, not for
+// as long as logins keep every listing full.
+func TestEndOtherSessionsStopsWhenAnOldSessionComesBack(t *testing.T) {
+	const most = 100 // listings topped up at most
+	var f *storeFixture
+	var old bson.Raw
+	var listings atomic.Int64
+	client := hookedClient(t, func(name string) {
+		if name != "find" || listings.Add(1) > most {
+			return
+		}
+		// Before each listing: the old session back, and logins up to a full listing.
+		_, _ = f.coll.InsertOne(context.Background(), old)
+		storeOwned(t, f, 5-int(f.count(t)), "ada")
+	})
+	coll := testCollection(t, client)
+	store := storeOn(t, coll, Config{Expiry: ExpiryNone})
+	store.coll.ownedCap = 5 // listings of 5 sessions stand for listings of 1,000
+	f = &storeFixture{store: store, coll: testClient(t, nil).Database(testDatabase).Collection(coll.Name())}
+	d := store.document(newSaving(t, store, map[any]any{ownerKey: "ada"}, time.Now()))
+	old = d.raw()
+	n, err := store.EndOtherSessions(context.Background(), "ada", nil)
+	if !errors.Is(err, ErrConflict) || listings.Load() >= most {
+		t.Fatalf("EndOtherSessions = %d, %v after %d listings; want ErrConflict before %d", n, err, listings.Load(), most)
+	}
+}
+
+// TestEndOtherSessionsUnderAFrozenClock: with Config.Now standing still,
+// sessions saved at the very instant sign-out everywhere begins are from
+// before it, not logins meanwhile: they all end, however many listings
+// they take.
+func TestEndOtherSessionsUnderAFrozenClock(t *testing.T) {
+	clock := newFakeClock()
+	f := newFixture(t, Config{Expiry: ExpiryNone, Now: clock.Now})
+	f.store.coll.ownedCap = 5 // listings of 5 sessions stand for listings of 1,000
+	storeOwnedAt(t, f, 5*(2+maxChases)+3, "ada", clock.Now())
+	n, err := f.store.EndOtherSessions(context.Background(), "ada", nil)
+	if left := f.count(t); err != nil || left != 0 || n != 5*(2+maxChases)+3 {
+		t.Fatalf("EndOtherSessions = %d, %v, %d sessions left; want all %d ended", n, err, left, 5*(2+maxChases)+3)
 	}
 }
 

@@ -529,10 +529,10 @@ func ownedFilter(owners []string) bson.D {
 }
 
 // findOwned returns the sessions live at now whose owner digest is one of
-// owners, at most maxOwned, from the owner index: it reads past the expired
-// ones that the TTL monitor or the GC has not deleted yet. It reports
-// whether they were all (fewer than maxOwned). Each document comes once:
-// DocumentDB can return one twice from an index whose entries for it
+// owners, at most c.ownedCap, from the owner index: it reads past the
+// expired ones that the TTL monitor or the GC has not deleted yet. It
+// reports whether they were all (fewer than the cap). Each document comes
+// once: DocumentDB can return one twice from an index whose entries for it
 // changed a moment before.
 func (c collection) findOwned(ctx context.Context, owners []string, now time.Time) ([]bson.Raw, bool, error) {
 	cur, err := c.c.Find(ctx, ownedFilter(owners))
@@ -546,7 +546,7 @@ func (c collection) findOwned(ctx context.Context, owners []string, now time.Tim
 		seen[id] = true
 		return first && live(doc, now)
 	})
-	return docs, len(docs) < c.ownedCap, err
+	return docs, err == nil && len(docs) < c.ownedCap, err
 }
 
 // all reads the documents of cur that keep says to keep, at most limit.

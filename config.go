@@ -83,7 +83,7 @@ type Config struct {
 	// owner (SetOwner) may have: when a save ties a session to an owner
 	// who has more, the least recently saved others end (EndLimit).
 	// Concurrent logins leave at most this many. Default (0) no limit;
-	// never negative.
+	// at most 1,000, what one listing holds.
 	MaxSessionsPerOwner int
 
 	// OnEvent, if set, is called at every transition of a session
@@ -158,7 +158,8 @@ func (c Config) withDefaults() (Config, error) {
 		{"LockWait", c.LockWait < time.Millisecond, c.LockWait, "0 (the default) or at least 1ms"},
 		{"LockLease", c.LockLease < time.Second, c.LockLease, "0 (the default) or at least 1s"},
 		{"MaxSize", c.MaxSize < 0 || c.MaxSize > maxMaxSize, c.MaxSize, "0 (the default) or 1 to 15728640 bytes"},
-		{"MaxSessionsPerOwner", c.MaxSessionsPerOwner < 0, c.MaxSessionsPerOwner, "0 (no limit) or more"},
+		{"MaxSessionsPerOwner", c.MaxSessionsPerOwner < 0 || c.MaxSessionsPerOwner > maxOwned, c.MaxSessionsPerOwner,
+			"0 (no limit) to 1000 (a listing)"},
 	} {
 		if b.bad {
 			return c, fmt.Errorf("%w: Config.%s is %v: want %s", ErrInvalidConfig, b.field, b.value, b.want)

@@ -31,6 +31,7 @@ func TestNewStoreRejectsInvalidConfig(t *testing.T) {
 		{"negative idle timeout", Config{IdleTimeout: -time.Hour}, [][]byte{testHashKey}},
 		{"timeout under a millisecond", Config{Timeout: time.Microsecond}, [][]byte{testHashKey}},
 		{"negative per-owner limit", Config{MaxSessionsPerOwner: -3}, [][]byte{testHashKey}},
+		{"per-owner limit beyond one listing", Config{MaxSessionsPerOwner: maxOwned + 1}, [][]byte{testHashKey}},
 		{"lock wait under a millisecond", Config{LockWait: time.Microsecond}, [][]byte{testHashKey}},
 		{"negative lock lease", Config{LockLease: -time.Second}, [][]byte{testHashKey}},
 	}
@@ -54,6 +55,13 @@ func TestNewStoreRejectsInvalidConfig(t *testing.T) {
 		if _, err := NewStore(context.Background(), nil, Config{}, testHashKey); !errors.Is(err, ErrInvalidConfig) {
 			t.Fatalf("error = %v, want ErrInvalidConfig", err)
 		}
+	})
+	t.Run("a per-owner limit of one listing", func(t *testing.T) {
+		s, err := NewStore(context.Background(), coll, Config{Expiry: ExpiryNone, MaxSessionsPerOwner: maxOwned}, testHashKey)
+		if err != nil {
+			t.Fatalf("NewStore with MaxSessionsPerOwner %d: %v", maxOwned, err)
+		}
+		s.Close()
 	})
 	t.Run("valid pairs with and without block keys", func(t *testing.T) {
 		for _, keys := range [][][]byte{

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"time"
 
 	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/bson"
@@ -100,7 +101,7 @@ func (s *Store) chainOf(session *sessions.Session) string {
 
 // ownedSessions returns the live sessions of owner, the latest saved first,
 // marking the one of chain current, and whether the listing held them all
-// (fewer than maxOwned documents, unreadable ones included).
+// (fewer than the cap of a listing, maxOwned, unreadable ones included).
 func (s *Store) ownedSessions(ctx context.Context, owner, current string) ([]ownedSession, bool, error) {
 	docs, complete, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner), s.cfg.Now())
 	if err != nil {
@@ -197,50 +198,53 @@ func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *ses
 
 const (
 	maxIdleRounds = 3 // bounds the rounds of endOwned that end nothing of what it missed before
-	maxChases     = 3 // bounds its rounds after one that listed them all
+	maxChases     = 3 // bounds its rounds after the first that found nothing left from before it began
 )
 
 // endOwned ends the sessions of owner but chain current and the keep most
 // recently saved others, and looks again until none is left: a session
-// saved meanwhile is ended too, for maxChases more rounds after one that
-// saw them all, or saw no other session saved before it began (a flood of
-// logins that fills every listing); then EndOtherSessions (keep 0) gives
-// up with ErrConflict, and a limit (keep > 0) stops with no error, as each
-// login still coming runs a limit of its own. It returns how many it
-// ended. Each command is bounded by Config.Timeout, so that any number of
-// sessions can end. A delete that finds nothing has lost to another
-// ending, unless the session is listed again (DocumentDB can miss one
-// saved meanwhile): only that is no progress.
+// saved meanwhile is ended too. Once a round finds nothing left from before
+// it began (its listing held them all, or no target saved before then that
+// no round has tried to end: logins can fill every listing), maxChases
+// more rounds follow; then EndOtherSessions (keep 0) gives up with
+// ErrConflict, and a limit (keep > 0) stops with no error, as each login
+// still coming runs a limit of its own. It returns how many it ended. Each
+// command is bounded by Config.Timeout, so that any number of sessions can
+// end. A delete that finds nothing has lost to another ending, unless the
+// session is listed again (DocumentDB can miss one saved meanwhile): only
+// that is no progress.
 func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, reason EndReason) (int64, error) {
 	var total int64
-	var missed map[string]bool // the sessions the last round tried, if it ended none
-	start := s.cfg.Now()
-	for idle, whole := 0, 0; ; {
+	var missed map[string]bool                      // the sessions the last round tried, if it ended none
+	tried := map[string]bool{}                      // the sessions any round tried
+	start := s.cfg.Now().Truncate(time.Millisecond) // as updatedAt is stored
+	for idle, caughtUp := 0, 0; ; {
 		lctx, cancel := s.opContext(ctx, false)
 		listed, complete, err := s.ownedSessions(lctx, owner, current)
 		cancel()
 		listed = slices.DeleteFunc(listed, func(o ownedSession) bool { return o.Current })
-		if complete || !slices.ContainsFunc(listed, func(o ownedSession) bool { return o.UpdatedAt.Before(start) }) {
-			whole++ // any found later came meanwhile
-		}
 		targets := listed[min(keep, len(listed)):]
+		if complete || !slices.ContainsFunc(targets, func(o ownedSession) bool { return !o.UpdatedAt.After(start) && !tried[o.st.id] }) {
+			caughtUp++ // nothing is left from before it began: the rest came meanwhile
+		}
 		var n int64
-		if err == nil && len(targets) > 0 && whole <= 1+maxChases {
+		if err == nil && len(targets) > 0 && caughtUp <= 1+maxChases {
 			n, err = s.endListed(ctx, targets, reason)
 		}
 		left := int64(len(targets)) - n
+		tried = withChainIDs(tried, targets)
 		if total += n; n == 0 && slices.ContainsFunc(targets, func(o ownedSession) bool { return missed[o.st.id] }) {
 			idle++ // a delete found nothing, yet the session is still there
 		}
 		if missed = nil; n == 0 {
-			missed = chainIDs(targets)
+			missed = withChainIDs(nil, targets)
 		}
 		switch {
 		case err != nil:
 			return total, fmt.Errorf("%w (%d ended, %d or more left)", err, total, left)
-		case len(listed) <= keep, whole > 1+maxChases && keep > 0:
+		case len(listed) <= keep, caughtUp > 1+maxChases && keep > 0:
 			return total, nil
-		case whole > 1+maxChases:
+		case caughtUp > 1+maxChases:
 			return total, fmt.Errorf("%w: the owner's sessions kept being saved while they were ended (%d ended, %d or more left)",
 				ErrConflict, total, left)
 		case idle == maxIdleRounds:
@@ -249,9 +253,12 @@ func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, r
 	}
 }
 
-// chainIDs returns the set of the chain IDs of listed.
-func chainIDs(listed []ownedSession) map[string]bool {
-	ids := make(map[string]bool, len(listed))
+// withChainIDs adds the chain IDs of listed to ids (a new set if nil), and
+// returns it.
+func withChainIDs(ids map[string]bool, listed []ownedSession) map[string]bool {
+	if ids == nil {
+		ids = make(map[string]bool, len(listed))
+	}
 	for _, o := range listed {
 		ids[o.st.id] = true
 	}
