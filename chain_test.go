@@ -221,6 +221,43 @@ func TestEndOtherSessionsEndsThemAll(t *testing.T) {
 	}
 }
 
+// TestUnreadableSessionsHidingOthersAreReported: sessions the store cannot
+// read are left, but when they fill a listing, the sessions behind them
+// cannot be seen: sign-out everywhere and the limit report it (ErrDecode)
+// instead of nil with usable sessions left.
+func TestUnreadableSessionsHidingOthersAreReported(t *testing.T) {
+	for _, limit := range []int{0, 1} {
+		t.Run(fmt.Sprintf("limit %d", limit), func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone, MaxSessionsPerOwner: limit})
+			f.store.coll.ownedCap = 3 // listings of 3 sessions stand for listings of 1,000
+			for range 3 {
+				unreadable := f.store.document(newSaving(t, f.store, map[any]any{ownerKey: "ada"}, time.Now()))
+				unreadable.mac[0] ^= 1
+				if _, err := f.coll.InsertOne(context.Background(), unreadable.raw()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			storeOwned(t, f, 2, "ada")
+			var err error
+			if limit == 0 {
+				_, err = f.store.EndOtherSessions(context.Background(), "ada", nil)
+			} else {
+				b := newBrowser()
+				b.do(func(w http.ResponseWriter, r *http.Request) {
+					s, _ := f.store.Get(r, testSessionName)
+					SetOwner(s, "ada", "")
+					if err = s.Save(r, w); !errors.Is(err, ErrLimit) {
+						t.Errorf("Save = %v, want ErrLimit", err)
+					}
+				})
+			}
+			if !errors.Is(err, ErrDecode) {
+				t.Fatalf("got %v, want ErrDecode: the unreadable sessions fill every listing", err)
+			}
+		})
+	}
+}
+
 // TestEndOtherSessionsStopsChasingLogins: sign-out everywhere ends the
 // sessions saved while it runs, but not without end: if every ending is
 // followed by a new login, it gives up with ErrConflict after 3

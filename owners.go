@@ -179,8 +179,10 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 // again and again) it gives up, with ErrConflict. Each of its commands (a
 // listing of at most 1,000 sessions, a delete) has its own Config.Timeout,
 // and ctx's cancellation does not stop it; if one fails, the error
-// (wrapping ErrDatabase) says how many were ended and left. A nil ctx
-// gives ErrInvalidConfig.
+// (wrapping ErrDatabase) says how many were ended and left. Sessions it
+// cannot read are left (no one can load them); if a listing holds nothing
+// else, others may be left behind them: ErrDecode. A nil ctx gives
+// ErrInvalidConfig.
 func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *sessions.Session) (int64, error) {
 	if ctx == nil {
 		return 0, errNil("context")
@@ -212,7 +214,8 @@ const (
 // command is bounded by Config.Timeout, so that any number of sessions can
 // end. A delete that finds nothing has lost to another ending, unless the
 // session is listed again (DocumentDB can miss one saved meanwhile): only
-// that is no progress.
+// that is no progress. A full listing with nothing in it to end (sessions
+// it cannot read fill it) gives ErrDecode: it cannot see past them.
 func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, reason EndReason) (int64, error) {
 	var total int64
 	var missed map[string]bool                      // the sessions the last round tried, if it ended none
@@ -242,6 +245,9 @@ func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, r
 		switch {
 		case err != nil:
 			return total, fmt.Errorf("%w (%d ended, %d or more left)", err, total, left)
+		case len(listed) == 0 && !complete: // a full listing, and none of it to end
+			return total, fmt.Errorf("%w: a listing of %d of the owner's sessions held none this store can read and end; others may be left behind them (%d ended)",
+				ErrDecode, s.coll.ownedCap, total)
 		case len(listed) <= keep, caughtUp > 1+maxChases && keep > 0:
 			return total, nil
 		case caughtUp > 1+maxChases:
