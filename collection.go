@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -528,33 +529,35 @@ func ownedFilter(owners []string) bson.D {
 	return bson.D{{Key: fieldOwner, Value: cond}}
 }
 
-// findOwned returns the sessions live at now whose owner digest is one of
-// owners, at most c.ownedCap, from the owner index: it reads past the
-// expired ones that the TTL monitor or the GC has not deleted yet. It
-// reports whether they were all (fewer than the cap). Each document comes
-// once: DocumentDB can return one twice from an index whose entries for it
-// changed a moment before.
-func (c collection) findOwned(ctx context.Context, owners []string, now time.Time) ([]bson.Raw, bool, error) {
+// findOwned passes use the sessions live at now whose owner digest is one
+// of owners, from the owner index, until use has taken c.ownedCap of them,
+// and reports whether it passed them all (use took fewer). It reads past
+// the expired ones that the TTL monitor or the GC has not deleted yet, and
+// past those use refuses (unreadable ones): none hides the rest. Each
+// document comes once: DocumentDB can return one twice from an index whose
+// entries for it changed a moment before.
+func (c collection) findOwned(ctx context.Context, owners []string, now time.Time, use func(bson.Raw) bool) (bool, error) {
 	cur, err := c.c.Find(ctx, ownedFilter(owners))
 	if err != nil {
-		return nil, false, dbError("list sessions", err)
+		return false, dbError("list sessions", err)
 	}
 	seen := map[string]bool{}
-	docs, err := all(ctx, cur, "list sessions", c.ownedCap, func(doc bson.Raw) bool {
+	taken, err := all(ctx, cur, "list sessions", c.ownedCap, func(doc bson.Raw) bool {
 		id, _ := doc.Lookup(fieldID).StringValueOK()
 		first := !seen[id]
 		seen[id] = true
-		return first && live(doc, now)
+		return first && live(doc, now) && use(doc)
 	})
-	return docs, err == nil && len(docs) < c.ownedCap, err
+	return err == nil && len(taken) < c.ownedCap, err
 }
 
-// all reads the documents of cur that keep says to keep, at most limit.
+// all reads the documents of cur that keep says to keep, at most limit;
+// keep gets each one's own copy.
 func all(ctx context.Context, cur *mongo.Cursor, op string, limit int, keep func(bson.Raw) bool) ([]bson.Raw, error) {
 	var docs []bson.Raw
 	for len(docs) < limit && cur.Next(ctx) {
-		if keep(cur.Current) {
-			docs = append(docs, append(bson.Raw(nil), cur.Current...))
+		if doc := bson.Raw(bytes.Clone(cur.Current)); keep(doc) {
+			docs = append(docs, doc)
 		}
 	}
 	if err := errors.Join(cur.Err(), cur.Close(ctx)); err != nil {

@@ -101,17 +101,28 @@ func (s *Store) chainOf(session *sessions.Session) string {
 
 // ownedSessions returns the live sessions of owner, the latest saved first,
 // marking the one of chain current, and whether the listing held them all
-// (fewer than the cap of a listing, maxOwned, unreadable ones included).
+// (fewer than the cap of a listing, maxOwned). It reads past the sessions
+// it cannot read, and logs them.
 func (s *Store) ownedSessions(ctx context.Context, owner, current string) ([]ownedSession, bool, error) {
-	docs, complete, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner), s.cfg.Now())
-	if err != nil {
-		return nil, false, err
-	}
 	var out []ownedSession
-	for _, raw := range docs {
-		if o, ok := s.owned(ctx, raw, owner, current); ok {
+	var unreadable int
+	var openErr error
+	now := s.cfg.Now()
+	complete, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner), now, func(raw bson.Raw) bool {
+		o, ok, err := s.owned(raw, owner, current, now)
+		if err != nil {
+			unreadable, openErr = unreadable+1, err
+		} else if ok {
 			out = append(out, o)
 		}
+		return ok
+	})
+	if unreadable > 0 {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: listing sessions: skipped unreadable ones",
+			slog.Int("count", unreadable), slog.String("error", openErr.Error()))
+	}
+	if err != nil {
+		return nil, false, err
 	}
 	slices.SortFunc(out, func(a, b ownedSession) int {
 		return cmp.Or(b.UpdatedAt.Compare(a.UpdatedAt), cmp.Compare(a.Handle, b.Handle))
@@ -119,20 +130,20 @@ func (s *Store) ownedSessions(ctx context.Context, owner, current string) ([]own
 	return out, complete, nil
 }
 
-// owned describes raw if it is a live session of owner's; current is the
-// chain of the request's own session.
-func (s *Store) owned(ctx context.Context, raw bson.Raw, owner, current string) (ownedSession, bool) {
+// owned describes raw if it is a session of owner's live at now, or gives
+// the error that keeps it from being read; current is the chain of the
+// request's own session.
+func (s *Store) owned(raw bson.Raw, owner, current string, now time.Time) (ownedSession, bool, error) {
 	d, encoded, values, err := s.open(raw)
 	if err != nil {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: listing sessions: skipping an unreadable one", slog.String("error", err.Error()))
-		return ownedSession{}, false
+		return ownedSession{}, false, err
 	}
 	st := stateOf(&d, encoded, values, &sessions.Options{MaxAge: d.maxAge})
-	if st.owner != owner || !s.live(&d, s.cfg.Now()) {
-		return ownedSession{}, false
+	if st.owner != owner || !s.live(&d, now) {
+		return ownedSession{}, false, nil
 	}
 	return ownedSession{OwnedSession: OwnedSession{Handle: handle(d.id), Current: current != "" && current == d.id,
-		Device: st.device, SessionTimes: st.times()}, st: st}, true
+		Device: st.device, SessionTimes: st.times()}, st: st}, true, nil
 }
 
 // EndSession ends the session of owner named by handle (from ListSessions)
@@ -179,10 +190,8 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 // again and again) it gives up, with ErrConflict. Each of its commands (a
 // listing of at most 1,000 sessions, a delete) has its own Config.Timeout,
 // and ctx's cancellation does not stop it; if one fails, the error
-// (wrapping ErrDatabase) says how many were ended and left. Sessions it
-// cannot read are left (no one can load them); if a listing holds nothing
-// else, others may be left behind them: ErrDecode. A nil ctx gives
-// ErrInvalidConfig.
+// (wrapping ErrDatabase) says how many were ended and left. A nil ctx
+// gives ErrInvalidConfig.
 func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *sessions.Session) (int64, error) {
 	if ctx == nil {
 		return 0, errNil("context")
@@ -214,8 +223,7 @@ const (
 // command is bounded by Config.Timeout, so that any number of sessions can
 // end. A delete that finds nothing has lost to another ending, unless the
 // session is listed again (DocumentDB can miss one saved meanwhile): only
-// that is no progress. A full listing with nothing in it to end (sessions
-// it cannot read fill it) gives ErrDecode: it cannot see past them.
+// that is no progress.
 func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, reason EndReason) (int64, error) {
 	var total int64
 	var missed map[string]bool                      // the sessions the last round tried, if it ended none
@@ -245,9 +253,6 @@ func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, r
 		switch {
 		case err != nil:
 			return total, fmt.Errorf("%w (%d ended, %d or more left)", err, total, left)
-		case len(listed) == 0 && !complete: // a full listing, and none of it to end
-			return total, fmt.Errorf("%w: a listing of %d of the owner's sessions held none this store can read and end; others may be left behind them (%d ended)",
-				ErrDecode, s.coll.ownedCap, total)
 		case len(listed) <= keep, caughtUp > 1+maxChases && keep > 0:
 			return total, nil
 		case caughtUp > 1+maxChases:
