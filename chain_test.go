@@ -195,7 +195,7 @@ func storeOwnedAt(t *testing.T, f *storeFixture, n int, owner string, now time.T
 // of the owner however many (more than format 2's 8 rounds of 1,000 on
 // DocumentDB; the embedded server scans for each command, so fewer there),
 // reports each once, and leaves none but one it cannot read, which every
-// listing meets (one fewer readable than listed is not the end of them).
+// listing reads past.
 func TestEndOtherSessionsEndsThemAll(t *testing.T) {
 	n := 8100
 	if testServerKind == "embedded" {

@@ -190,8 +190,9 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 // again and again) it gives up, with ErrConflict. Each of its commands (a
 // listing of at most 1,000 sessions, a delete) has its own Config.Timeout,
 // and ctx's cancellation does not stop it; if one fails, the error
-// (wrapping ErrDatabase) says how many were ended and left. A nil ctx
-// gives ErrInvalidConfig.
+// (wrapping ErrDatabase) says how many were ended and left. Sessions it
+// cannot read are left: no request can load them. A nil ctx gives
+// ErrInvalidConfig.
 func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *sessions.Session) (int64, error) {
 	if ctx == nil {
 		return 0, errNil("context")
