@@ -120,7 +120,8 @@ func cookieValue(part, name string) (string, bool) {
 }
 
 // decode verifies a cookie value and returns the token it holds, and
-// whether the current key pair signed it.
+// whether the current key pair signed it. Pairs that share a hash key all
+// verify the signature, so each is tried until one yields a token.
 func (c cookieCodec) decode(name, value string) (id string, current bool, err error) {
 	for i, k := range c {
 		if id, ok := k.verifySigned(name, value); ok && validToken(id) {
@@ -135,7 +136,7 @@ func (c cookieCodec) decode(name, value string) (id string, current bool, err er
 		} else if id = string(raw); validToken(id) {
 			return id, i == 0, nil
 		} else {
-			return "", false, fmt.Errorf("%w: malformed session token", ErrInvalidCookie)
+			errs = append(errs, errors.New("malformed session token"))
 		}
 	}
 	return "", false, fmt.Errorf("%w: %w", ErrInvalidCookie, errors.Join(errs...))

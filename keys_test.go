@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -479,38 +480,53 @@ func TestDatabaseNeverHoldsRawSessionID(t *testing.T) {
 	}
 }
 
+// TestKeyRotation: a store given the new pair first and the old one after
+// it reads the old pair's cookies and re-issues them with the new pair,
+// which the old pair cannot read. Pairs that share a hash key all verify a
+// cookie's signature: the one whose block key fits must still be tried.
 func TestKeyRotation(t *testing.T) {
 	client := testClient(t, nil)
 	coll := testCollection(t, client)
-	newStore := func(keys ...[]byte) *storeFixture {
-		s, err := NewStore(context.Background(), coll, Config{Expiry: ExpiryNone}, keys...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return &storeFixture{store: s, coll: coll, cmds: &commandLog{}}
-	}
-	oldKeys := newStore(otherHashKey, testBlockKey)
-	rotated := newStore(testHashKey, nil, otherHashKey, testBlockKey)
-	onlyNew := newStore(testHashKey)
-
-	b, _ := saveNewSession(t, oldKeys, map[any]any{"user": "ada"})
-	if s, err := loadSession(t, rotated, b); err != nil || s.IsNew || s.Values["user"] != "ada" {
-		t.Fatalf("rotated store cannot read an old-key cookie: IsNew=%v err=%v", s.IsNew, err)
-	}
-	// A save re-issues the cookie with the first (new) key pair.
-	b.do(func(w http.ResponseWriter, r *http.Request) {
-		s, _ := rotated.store.Get(r, testSessionName)
-		s.Values["n"] = 1
-		if err := s.Save(r, w); err != nil {
-			t.Fatal(err)
-		}
-	})
-	if s, err := loadSession(t, onlyNew, b); err != nil || s.IsNew || s.Values["user"] != "ada" {
-		t.Fatalf("re-issued cookie not signed with the new key: IsNew=%v err=%v", s.IsNew, err)
-	}
-	if s, err := loadSession(t, oldKeys, b); !s.IsNew || !errors.Is(err, ErrInvalidCookie) {
-		t.Fatalf("old-key store read a new-key cookie: IsNew=%v err=%v", s.IsNew, err)
+	otherBlockKey := bytesOf(0x44)
+	for _, tc := range []struct {
+		name     string
+		old, new [][]byte
+	}{
+		{"new hash key, encryption off", [][]byte{otherHashKey, testBlockKey}, [][]byte{testHashKey, nil}},
+		{"encryption on", [][]byte{testHashKey, nil}, [][]byte{testHashKey, testBlockKey}},
+		{"encryption off", [][]byte{testHashKey, testBlockKey}, [][]byte{testHashKey, nil}},
+		{"new block key", [][]byte{testHashKey, testBlockKey}, [][]byte{testHashKey, otherBlockKey}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			newStore := func(keys ...[]byte) *storeFixture {
+				s, err := NewStore(context.Background(), coll, Config{Expiry: ExpiryNone}, keys...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { s.Close() })
+				return &storeFixture{store: s, coll: coll, cmds: &commandLog{}}
+			}
+			oldKeys, onlyNew := newStore(tc.old...), newStore(tc.new...)
+			rotated := newStore(append(slices.Clone(tc.new), tc.old...)...)
+			b, _ := saveNewSession(t, oldKeys, map[any]any{"user": "ada"})
+			if s, err := loadSession(t, rotated, b); err != nil || s.IsNew || s.Values["user"] != "ada" {
+				t.Fatalf("rotated store cannot read an old-key cookie: IsNew=%v err=%v", s.IsNew, err)
+			}
+			// A save re-issues the cookie with the first (new) key pair.
+			b.do(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := rotated.store.Get(r, testSessionName)
+				s.Values["n"] = 1
+				if err := s.Save(r, w); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if s, err := loadSession(t, onlyNew, b); err != nil || s.IsNew || s.Values["user"] != "ada" {
+				t.Fatalf("re-issued cookie not signed with the new key: IsNew=%v err=%v", s.IsNew, err)
+			}
+			if s, err := loadSession(t, oldKeys, b); !s.IsNew || !errors.Is(err, ErrInvalidCookie) {
+				t.Fatalf("old-key store read a new-key cookie: IsNew=%v err=%v", s.IsNew, err)
+			}
+		})
 	}
 }
 
