@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -427,6 +428,58 @@ func TestEndOtherSessionsLosingToAnotherEnding(t *testing.T) {
 	}
 	if left := other.count(t); left != 0 {
 		t.Fatalf("%d sessions left, want none", left)
+	}
+}
+
+// TestEndingsSpareASessionSignedInToByAnother: a session listed as ada's
+// that bob signs in to before its delete (on a shared computer, with
+// RegenerateID and SetOwner, which keep its document) is bob's: neither
+// EndOtherSessions nor EndSession ends it.
+func TestEndingsSpareASessionSignedInToByAnother(t *testing.T) {
+	for _, end := range []string{"EndOtherSessions", "EndSession"} {
+		t.Run(end, func(t *testing.T) {
+			var plain *storeFixture
+			var shared *browser
+			var deletes atomic.Int64
+			client := hookedClient(t, func(name string) {
+				if name == "delete" && deletes.Add(1) == 1 {
+					shared.do(func(w http.ResponseWriter, r *http.Request) {
+						s, _ := plain.store.Get(r, testSessionName)
+						SetOwner(s, "bob", "shared computer")
+						if err := plain.store.RegenerateID(r, w, s); err != nil {
+							t.Errorf("bob's sign-in: %v", err)
+						}
+					})
+				}
+			})
+			coll := testCollection(t, client)
+			hooked := &storeFixture{store: storeOn(t, coll, Config{Expiry: ExpiryNone}), coll: coll}
+			plainColl := testClient(t, nil).Database(testDatabase).Collection(coll.Name())
+			plain = &storeFixture{store: storeOn(t, plainColl, Config{Expiry: ExpiryNone}), coll: plainColl}
+			phone, _ := loginAs(t, hooked, "ada", "phone")
+			shared, _ = loginAs(t, hooked, "ada", "shared computer")
+			var n int64
+			var err error
+			phone.do(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := hooked.store.Get(r, testSessionName)
+				if end == "EndOtherSessions" {
+					n, err = hooked.store.EndOtherSessions(r.Context(), "ada", s)
+					return
+				}
+				list, _ := hooked.store.ListSessions(r.Context(), "ada", s)
+				i := slices.IndexFunc(list, func(o OwnedSession) bool { return !o.Current })
+				var ended bool
+				if _, ended, err = hooked.store.EndSession(r.Context(), "ada", list[i].Handle, s); ended {
+					n = 1
+				}
+			})
+			if n != 0 || err != nil || deletes.Load() == 0 {
+				t.Fatalf("%s = %d ended, %v (%d deletes); want none ended, no error", end, n, err, deletes.Load())
+			}
+			if got := listFrom(t, plain, shared, "bob"); len(got) != 1 || !got[0].Current {
+				t.Fatalf("bob's sessions = %v; want his sign-in on the shared computer", got)
+			}
+		})
 	}
 }
 

@@ -374,14 +374,27 @@ const maxDeleteLooks = 8
 // delete deletes the document id, and says whether this command deleted
 // it, looking again as deleteLooking does.
 func (c collection) delete(ctx context.Context, id string) (bool, error) {
+	return c.deleteMatching(ctx, id, idFilter(id))
+}
+
+// deleteOwned is delete of the document id while its owner digest is one
+// of owners: a session tied to another owner since it was listed stays.
+func (c collection) deleteOwned(ctx context.Context, id string, owners []string) (bool, error) {
+	return c.deleteMatching(ctx, id, append(bson.D{{Key: fieldID, Value: id}}, ownedFilter(owners)...))
+}
+
+// deleteMatching deletes the document id if filter, which names it,
+// matches it, looking again as deleteLooking does.
+func (c collection) deleteMatching(ctx context.Context, id string, filter any) (bool, error) {
 	return c.deleteLooking(ctx, id, func() (bool, error) {
-		res, err := c.c.DeleteOne(ctx, idFilter(id))
+		res, err := c.c.DeleteOne(ctx, filter)
 		if err != nil {
 			return false, dbError("delete session", err)
 		}
 		return res.DeletedCount > 0, nil
 	}, func() (bool, error) {
-		raw, err := c.find(ctx, id)
+		raw, err := c.c.FindOne(ctx, filter).Raw()
+		raw, err = oneOrNone("delete session", raw, err)
 		return raw != nil, err
 	})
 }

@@ -150,7 +150,8 @@ func (s *Store) owned(raw bson.Raw, owner, current string, now time.Time) (owned
 // and returns it: its device's next request gets a fresh session, and a
 // save under way there fails with ErrSessionGone. It never ends the
 // request's own session (current; log out instead): ended is false then,
-// and the session returned has Current set. Errors wrap ErrDatabase, or
+// and the session returned has Current set, nor one tied to another owner
+// since it was listed. Errors wrap ErrDatabase, or
 // ErrInvalidConfig for a nil ctx.
 func (s *Store) EndSession(ctx context.Context, owner, handle string, current *sessions.Session) (session OwnedSession, ended bool, err error) {
 	if ctx == nil {
@@ -176,7 +177,7 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 	if listed[i].Current {
 		return listed[i].OwnedSession, false, nil
 	}
-	n, err := s.endListed(ctx, listed[i:i+1], EndByHandle)
+	n, err := s.endListed(ctx, owner, listed[i:i+1], EndByHandle)
 	if n == 0 {
 		return OwnedSession{}, false, err
 	}
@@ -222,9 +223,9 @@ const (
 // ErrConflict, and a limit (keep > 0) stops with no error, as each login
 // still coming runs a limit of its own. It returns how many it ended. Each
 // command is bounded by Config.Timeout, so that any number of sessions can
-// end. A delete that finds nothing has lost to another ending, unless the
-// session is listed again (DocumentDB can miss one saved meanwhile): only
-// that is no progress.
+// end. A delete that finds nothing has lost to another ending (or to a
+// sign-in of another owner), unless the session is listed again
+// (DocumentDB can miss one saved meanwhile): only that is no progress.
 func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, reason EndReason) (int64, error) {
 	var total int64
 	var missed map[string]bool                      // the sessions the last round tried, if it ended none
@@ -241,7 +242,7 @@ func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, r
 		}
 		var n int64
 		if err == nil && len(targets) > 0 && caughtUp <= 1+maxChases {
-			n, err = s.endListed(ctx, targets, reason)
+			n, err = s.endListed(ctx, owner, targets, reason)
 		}
 		left := int64(len(targets)) - n
 		tried = withChainIDs(tried, targets)
@@ -277,13 +278,14 @@ func withChainIDs(ids map[string]bool, listed []ownedSession) map[string]bool {
 	return ids
 }
 
-// endListed ends the sessions of listed, one delete each (bounded by
-// Config.Timeout), and returns how many it ended.
-func (s *Store) endListed(ctx context.Context, listed []ownedSession, reason EndReason) (int64, error) {
+// endListed ends the sessions of listed that are still owner's, one delete
+// each (bounded by Config.Timeout), and returns how many it ended.
+func (s *Store) endListed(ctx context.Context, owner string, listed []ownedSession, reason EndReason) (int64, error) {
 	var n int64
+	owners := s.sealer.ownerDigests(owner)
 	for _, o := range listed {
 		dctx, cancel := s.opContext(ctx, false)
-		ended, err := s.coll.delete(dctx, o.st.id)
+		ended, err := s.coll.deleteOwned(dctx, o.st.id, owners)
 		cancel()
 		if err != nil {
 			return n, err

@@ -344,8 +344,8 @@ func TestOwnerIndex(t *testing.T) {
 
 	// Listing and ending use it where the server plans queries. The filters
 	// are the store's own: a listing {owner} with one key pair and with two
-	// ({owner: {$in: ...}}); EndOtherSessions lists, deletes by _id, and
-	// lists again.
+	// ({owner: {$in: ...}}); EndOtherSessions lists, deletes by _id (and
+	// owner: the _id index), and lists again.
 	f := &storeFixture{store: store, coll: coll, cmds: cmds, logs: logs}
 	laptop, _ := loginAs(t, f, "ada", "laptop")
 	loginAs(t, f, "ada", "phone")
@@ -366,10 +366,15 @@ func TestOwnerIndex(t *testing.T) {
 		t.Fatalf("EndOtherSessions = %d, %v; want the phone's", n, err)
 	}
 	sent := commandFilters(t, cmds)
-	if len(sent["find"]) != 4 || len(sent["delete"]) != 1 || !isIDOnly(sent["delete"][0]) {
-		t.Fatalf("filters %v, want four listings and one delete by _id", sent)
+	deleteBy := sent["delete"]
+	if len(sent["find"]) != 4 || len(deleteBy) != 1 || !slices.Equal(keysOf(deleteBy[0]), []string{fieldID, fieldOwner}) {
+		t.Fatalf("filters %v, want four listings and one delete by _id and owner", sent)
 	}
-	for _, filter := range sent["find"] {
+	for _, filter := range append(sent["find"], deleteBy...) {
+		want := ownerIndexName
+		if filter.Lookup(fieldID).Type != 0 {
+			want = "_id_"
+		}
 		plan := explainFind(t, coll, filter)
 		if testServerKind == "embedded" {
 			// FerretDB v1 uses no index but _id's for any query: its plan
@@ -381,13 +386,23 @@ func TestOwnerIndex(t *testing.T) {
 			continue
 		}
 		// The owner index alone: not expiresAt_1 (a range over every live
-		// session), alone or intersected with it.
+		// session), alone or intersected with it; the delete's, _id's.
 		used := planIndexes(plan.Lookup("queryPlanner"))
-		if len(used) == 0 || slices.ContainsFunc(used, func(name string) bool { return name != ownerIndexName }) {
-			t.Fatalf("the plan for %v uses %q, want %s alone: %s", filter, used, ownerIndexName, plan)
+		if len(used) == 0 || slices.ContainsFunc(used, func(name string) bool { return name != want }) {
+			t.Fatalf("the plan for %v uses %q, want %s alone: %s", filter, used, want, plan)
 		}
 		t.Logf("the plan for %v uses %q", filter, used)
 	}
+}
+
+// keysOf returns the keys of doc's fields, in order.
+func keysOf(doc bson.Raw) []string {
+	elems, _ := doc.Elements()
+	keys := make([]string, len(elems))
+	for i, e := range elems {
+		keys[i] = e.Key()
+	}
+	return keys
 }
 
 // TestOwnedSessionsExpire checks both expiry paths: the TTL index where the
