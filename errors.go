@@ -24,7 +24,8 @@ var (
 	// ErrDecode is returned by Get and New, with a new session, when the
 	// stored session cannot be read: written without this application's
 	// keys, not encrypted while the store encrypts, in an unknown format,
-	// or by another codec.
+	// or by another codec. Lock returns it for such a session too, and
+	// Save and RegenerateID under ErrConflict.
 	ErrDecode = errors.New("mongostore: cannot decode stored session")
 
 	// ErrEncode is returned by Save when the session values cannot be
@@ -38,7 +39,9 @@ var (
 
 	// ErrConflict is returned by Save and RegenerateID when concurrent
 	// saves of the session kept changing it, so that this one could not
-	// apply its changes after several attempts. Nothing of it was written.
+	// apply its changes after several attempts, or another save meanwhile
+	// stored what this one cannot read (ErrDecode too: an instance with
+	// newer keys or codec). Nothing of it was written.
 	// EndOtherSessions and the per-owner limit (under ErrLimit) return it
 	// when the owner's sessions kept being saved while they were ended.
 	ErrConflict = errors.New("mongostore: session changed by too many concurrent saves")

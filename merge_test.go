@@ -460,3 +460,33 @@ func TestDetectServer(t *testing.T) {
 		t.Fatalf("atomicWrites %v on the %s server, want %v", atomic, testServerKind, want)
 	}
 }
+
+// TestSaveMeetingAnUnreadableSave: a save that meets a concurrent save it
+// cannot read (an instance of a rolling deploy with a newer key, which this
+// one lacks) fails with ErrConflict and ErrDecode, and writes nothing.
+func TestSaveMeetingAnUnreadableSave(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	newer := storeOn(t, f.coll, Config{Expiry: ExpiryNone}, otherHashKey, nil, testHashKey, nil)
+	b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		theirs := b.request()
+		ts, err := newer.Get(theirs, testSessionName)
+		if err == nil {
+			ts.Values["theirs"] = true
+			err = ts.Save(theirs, httptest.NewRecorder())
+		}
+		if err != nil {
+			t.Fatalf("the newer instance's save: %v", err)
+		}
+		s.Values["mine"] = true
+		if err := s.Save(r, w); !errors.Is(err, ErrConflict) || !errors.Is(err, ErrDecode) {
+			t.Fatalf("Save = %v, want ErrConflict and ErrDecode", err)
+		}
+	})
+	var s *sessions.Session
+	b.do(func(w http.ResponseWriter, r *http.Request) { s, _ = newer.Get(r, testSessionName) })
+	if s.Values["theirs"] != true || s.Values["mine"] != nil {
+		t.Fatalf("values = %v; want the newer instance's save alone", s.Values)
+	}
+}

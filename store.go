@@ -307,6 +307,7 @@ const maxSaveAttempts = 32
 // those of theirs, the document another save wrote (see merge.go), and the
 // data to write, and makes theirs the version sv builds on. Unless this
 // request changed the session's options, the MaxAge of theirs applies. If
+// theirs is unreadable (a newer key or codec), this save is in conflict. If
 // another request regenerated the session, or tied it to another owner
 // than the session as loaded, the session is gone for this request; if
 // this request changed the owner, its values replace theirs whole.
@@ -314,7 +315,7 @@ func (s *Store) merge(ctx context.Context, sv *saving, theirs bson.Raw) error {
 	od, _, values, err := s.open(theirs)
 	switch {
 	case err != nil:
-		return err
+		return fmt.Errorf("%w: another request saved the session in a form this one cannot read: %w", ErrConflict, err)
 	case od.sid != sv.st.sid:
 		return fmt.Errorf("%w: another request regenerated the session", ErrSessionGone)
 	}
