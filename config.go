@@ -121,6 +121,14 @@ const (
 	ExpiryNone
 )
 
+// String returns the mode's name: "auto", "ttl", "gc" or "none".
+func (m ExpiryMode) String() string {
+	if names := [...]string{"auto", "ttl", "gc", "none"}; m >= 0 && int(m) < len(names) {
+		return names[m]
+	}
+	return fmt.Sprintf("ExpiryMode(%d)", int(m))
+}
+
 // Defaults and bounds of Config.
 const (
 	defaultGCInterval      = time.Minute

@@ -78,3 +78,13 @@ func TestNewStoreRejectsInvalidConfig(t *testing.T) {
 		}
 	})
 }
+
+func TestExpiryModeString(t *testing.T) {
+	for mode, want := range map[ExpiryMode]string{
+		ExpiryAuto: "auto", ExpiryTTL: "ttl", ExpiryGC: "gc", ExpiryNone: "none", -1: "ExpiryMode(-1)", 4: "ExpiryMode(4)",
+	} {
+		if got := mode.String(); got != want {
+			t.Errorf("ExpiryMode(%d).String() = %q, want %q", int(mode), got, want)
+		}
+	}
+}

@@ -328,14 +328,15 @@ type homePage struct {
 func describeExpiry(m mongostore.ExpiryMode) (name, how string) {
 	switch m {
 	case mongostore.ExpiryTTL:
-		return "ttl", "the server's TTL index deletes expired sessions"
+		how = "the server's TTL index deletes expired sessions"
 	case mongostore.ExpiryGC:
-		return "gc", "the app's GC goroutine deletes expired sessions"
+		how = "the app's GC goroutine deletes expired sessions"
 	case mongostore.ExpiryNone:
-		return "none", "nothing deletes expired sessions (the store still refuses them)"
+		how = "nothing deletes expired sessions (the store still refuses them)"
 	default:
-		return "auto", "chosen by the store"
+		how = "chosen by the store"
 	}
+	return m.String(), how
 }
 
 // humanDuration formats d, rounded to the minute, for people: "6d23h59m",
