@@ -392,11 +392,16 @@ func (c collection) deleteMatching(ctx context.Context, id string, filter any) (
 			return false, dbError("delete session", err)
 		}
 		return res.DeletedCount > 0, nil
-	}, func() (bool, error) {
+	}, c.present(ctx, filter))
+}
+
+// present returns a check of whether filter matches a document.
+func (c collection) present(ctx context.Context, filter any) func() (bool, error) {
+	return func() (bool, error) {
 		raw, err := c.c.FindOne(ctx, filter).Raw()
 		raw, err = oneOrNone("delete session", raw, err)
 		return raw != nil, err
-	})
+	}
 }
 
 // remove deletes the document id whose secret's hash is sid (a document of
@@ -409,11 +414,7 @@ func (c collection) remove(ctx context.Context, id, sid string) (bson.Raw, error
 		raw, err := c.c.FindOneAndDelete(ctx, filter).Raw()
 		removed, err = oneOrNone("delete session", raw, err)
 		return removed != nil, err
-	}, func() (bool, error) {
-		raw, err := c.c.FindOne(ctx, filter).Raw()
-		raw, err = oneOrNone("delete session", raw, err)
-		return raw != nil, err
-	})
+	}, c.present(ctx, filter))
 	return removed, err
 }
 

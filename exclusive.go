@@ -52,7 +52,8 @@ func (l middlewareLoader) New(r *http.Request, name string) (*sessions.Session, 
 // middleware's save, when the handler returns, and unlock does nothing. It
 // waits at most Config.LockWait (else ErrLocked). A session not stored has
 // nothing to share: unlock does nothing. One that ended meanwhile gives
-// ErrSessionGone; nil arguments ErrInvalidConfig.
+// ErrSessionGone, one stored meanwhile in a form it cannot read ErrDecode
+// (the session stays as loaded); nil arguments ErrInvalidConfig.
 func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(), err error) {
 	unlock = func() {}
 	if r == nil || session == nil {

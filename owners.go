@@ -149,10 +149,10 @@ func (s *Store) owned(raw bson.Raw, owner, current string, now time.Time) (owned
 // EndSession ends the session of owner named by handle (from ListSessions)
 // and returns it: its device's next request gets a fresh session, and a
 // save under way there fails with ErrSessionGone. It never ends the
-// request's own session (current; log out instead): ended is false then,
-// and the session returned has Current set, nor one tied to another owner
-// since it was listed. Errors wrap ErrDatabase, or
-// ErrInvalidConfig for a nil ctx.
+// request's own session (current; log out instead: ended is false, and the
+// session returned has Current set), nor one another owner signed in to
+// since it was listed (ended is false, the session zero). Errors wrap
+// ErrDatabase, or ErrInvalidConfig for a nil ctx.
 func (s *Store) EndSession(ctx context.Context, owner, handle string, current *sessions.Session) (session OwnedSession, ended bool, err error) {
 	if ctx == nil {
 		return OwnedSession{}, false, errNil("context")
