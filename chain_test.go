@@ -281,6 +281,29 @@ func TestUnreadableSessionsHideNoOthers(t *testing.T) {
 	}
 }
 
+// TestSessionsOfAnotherCodecAreListedAndEnded: a session the keys verify
+// but whose values this store's codec cannot decode (saved by an instance
+// with a newer codec, or types this process has not registered: an
+// operator's tool) is still its owner's, by the owner digest: listed with
+// no device, and ended. It used to be read past, and left signed in.
+func TestSessionsOfAnotherCodecAreListedAndEnded(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	other := &storeFixture{store: storeOn(t, f.coll, Config{Expiry: ExpiryNone, Codec: JSONCodec{}}), coll: f.coll}
+	loginAs(t, f, "ada", "laptop")
+	loginAs(t, other, "ada", "phone")
+	loginAs(t, other, "bob", "phone")
+	list, err := f.store.ListSessions(context.Background(), "ada", nil)
+	if err != nil || !slices.Equal(devices(list), []string{"", "laptop"}) && !slices.Equal(devices(list), []string{"laptop", ""}) {
+		t.Fatalf("ListSessions = %v, %v; want the laptop's and one with no device", devices(list), err)
+	}
+	if n, err := f.store.EndOtherSessions(context.Background(), "ada", nil); n != 2 || err != nil {
+		t.Fatalf("EndOtherSessions = %d, %v; want both of ada's ended", n, err)
+	}
+	if left := f.count(t); left != 1 {
+		t.Fatalf("%d sessions left, want bob's alone", left)
+	}
+}
+
 // TestEndOtherSessionsStopsChasingLogins: sign-out everywhere ends the
 // sessions saved while it runs, but not without end: if every ending is
 // followed by a new login, it gives up with ErrConflict after 3

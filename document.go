@@ -16,13 +16,7 @@ import (
 // decodes the values, which it returns with their encoding. Bytes that fail
 // the MAC never reach the codec. Errors wrap ErrDecode.
 func (s *Store) open(raw bson.Raw) (d document, encoded []byte, values map[any]any, err error) {
-	d, err = parseDocument(raw)
-	if err == nil && !s.sealer.verify(&d) {
-		err = errors.New("the document fails its integrity check (written without this application's keys)")
-	}
-	if err == nil {
-		encoded, err = s.sealer.unwrap(d.id, d.data)
-	}
+	d, encoded, err = s.unseal(raw)
 	if err == nil {
 		values, err = s.cfg.Codec.Decode(encoded)
 	}
@@ -30,6 +24,19 @@ func (s *Store) open(raw bson.Raw) (d document, encoded []byte, values map[any]a
 		return d, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
 	return d, encoded, values, nil
+}
+
+// unseal parses a stored document, checks its MAC and decrypts its data:
+// open but the codec.
+func (s *Store) unseal(raw bson.Raw) (d document, encoded []byte, err error) {
+	d, err = parseDocument(raw)
+	if err == nil && !s.sealer.verify(&d) {
+		err = errors.New("the document fails its integrity check (written without this application's keys)")
+	}
+	if err == nil {
+		encoded, err = s.sealer.unwrap(d.id, d.data)
+	}
+	return d, encoded, err
 }
 
 // encode encodes values, unless staged holds them encoded, and enforces

@@ -132,13 +132,20 @@ func (s *Store) ownedSessions(ctx context.Context, owner, current string) ([]own
 
 // owned describes raw if it is a session of owner's live at now, or gives
 // the error that keeps it from being read; current is the chain of the
-// request's own session.
+// request's own session. A session the keys verify but whose values the
+// codec cannot decode (saved by a newer instance, or one with types this
+// process has not registered) is owner's if its owner digest says so, with
+// no device.
 func (s *Store) owned(raw bson.Raw, owner, current string, now time.Time) (ownedSession, bool, error) {
-	d, encoded, values, err := s.open(raw)
+	d, encoded, err := s.unseal(raw)
 	if err != nil {
-		return ownedSession{}, false, err
+		return ownedSession{}, false, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
+	values, err := s.cfg.Codec.Decode(encoded)
 	st := stateOf(&d, encoded, values, &sessions.Options{MaxAge: d.maxAge})
+	if err != nil && slices.Contains(s.sealer.ownerDigests(owner), d.owner) {
+		st.owner = owner
+	}
 	if st.owner != owner || !s.live(&d, now) {
 		return ownedSession{}, false, nil
 	}
@@ -191,9 +198,10 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 // again and again) it gives up, with ErrConflict. Each of its commands (a
 // listing of at most 1,000 sessions, a delete) has its own Config.Timeout,
 // and ctx's cancellation does not stop it; if one fails, the error
-// (wrapping ErrDatabase) says how many were ended and left. Sessions it
-// cannot read are left: no request can load them. A nil ctx gives
-// ErrInvalidConfig.
+// (wrapping ErrDatabase) says how many were ended and left. Sessions its
+// keys do not verify are left: no request can load them. Those whose
+// values its codec cannot decode (another instance's types) are ended by
+// their owner digest. A nil ctx gives ErrInvalidConfig.
 func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *sessions.Session) (int64, error) {
 	if ctx == nil {
 		return 0, errNil("context")
