@@ -29,12 +29,15 @@ type RekeyOptions struct {
 
 // RekeyCounts are what Store.Rekey found and did.
 type RekeyCounts struct {
-	Live       int64   // live sessions read
-	Changed    int64   // re-sealed under the first key pair (in a dry run: to be)
-	Encrypted  int64   // of Changed: stored plain before, encrypted now
-	Decrypted  int64   // of Changed: stored encrypted before, plain now
-	Unverified int64   // verified by no configured key pair, or unreadable: left alone
-	ByKey      []int64 // sessions each key pair verifies, in the order NewStore was given them
+	Live       int64 // live sessions read
+	Changed    int64 // re-sealed under the first key pair (in a dry run: to be)
+	Encrypted  int64 // of Changed: stored plain before, encrypted now
+	Decrypted  int64 // of Changed: stored encrypted before, plain now
+	Unverified int64 // verified by no configured key pair, or not decryptable with them: left alone
+	// Undecodable are verified, but hold values the codec cannot decode
+	// (types this process has not registered): left alone.
+	Undecodable int64
+	ByKey       []int64 // sessions each key pair verifies, in the order NewStore was given them
 }
 
 // rekeyBatch is how many sessions Rekey reads at a time.
@@ -97,7 +100,7 @@ func (s *Store) checkRekey(ctx context.Context, opts RekeyOptions) error {
 // and counts it in c.
 func (s *Store) rekey(ctx context.Context, raw bson.Raw, dryRun bool, c *RekeyCounts) error {
 	c.Live++
-	d, plain, values, err := s.open(raw)
+	d, plain, err := s.unseal(raw)
 	key := -1
 	if err == nil {
 		key = s.sealer.keyOf(&d)
@@ -107,6 +110,11 @@ func (s *Store) rekey(ctx context.Context, raw bson.Raw, dryRun bool, c *RekeyCo
 		return nil
 	}
 	c.ByKey[key]++
+	values, err := s.cfg.Codec.Decode(plain)
+	if err != nil { // its owner, whose digest the new key pair needs, is unknown
+		c.Undecodable++
+		return nil
+	}
 	owner, _ := ownerOf(values)
 	if s.sealer.current(&d, owner) {
 		return nil

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
@@ -45,15 +46,20 @@ func (a *app) rekey(ctx context.Context, store *mongostore.Store, none string, o
 	}
 	opts.Progress = progress
 	rc, err := store.Rekey(ctx, opts)
+	if errors.Is(err, mongostore.ErrInvalidConfig) { // refused before reading anything
+		return fmt.Errorf("%w (Decrypt is -decrypt here, SingleProcess -offline)", err)
+	}
 	verb := map[bool]string{true: "to re-seal", false: "re-sealed"}[opts.DryRun]
-	fmt.Fprintf(a.stdout, "%s%s: %d %s under the first key pair (%d encrypted, %d decrypted), %d verified by none of the keys (left alone)\n",
-		plural(int(rc.Live), "live session"), none, rc.Changed, verb, rc.Encrypted, rc.Decrypted, rc.Unverified)
+	fmt.Fprintf(a.stdout, "%s%s: %d %s under the first key pair (%d encrypted, %d decrypted), %d verified by none of the keys, %d with values this command cannot decode (left alone)\n",
+		plural(int(rc.Live), "live session"), none, rc.Changed, verb, rc.Encrypted, rc.Decrypted, rc.Unverified, rc.Undecodable)
 	fmt.Fprintf(a.stdout, "before: %s\n", byKey(rc))
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w (what was re-sealed stays so: run rekey again to finish)", err)
 	case rc.Unverified > 0:
 		return problemf("%s verify with none of the keys given: give every key pair the application has, first the new one", plural(int(rc.Unverified), "session"))
+	case rc.Undecodable > 0:
+		return problemf("%s hold values of types this command cannot decode (registered by the application with gob): re-seal them with Store.Rekey in the application", plural(int(rc.Undecodable), "session"))
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func TestRekey(t *testing.T) {
 	mustContain(t, "stdout", r.stdout, "5 live sessions: 5 to re-seal under the first key pair (0 encrypted, 0 decrypted), 0 verified by none",
 		"key pair 1: 0, key pair 2: 5")
 	r = runCmd(t, env, "stats")
-	mustContain(t, "stdout", r.stdout, "keys        key pair 1: 0, key pair 2: 5 (of 5 live sessions; 0 verified by none)")
+	mustContain(t, "stdout", r.stdout, "keys        key pair 1: 0, key pair 2: 5 (of 5 live sessions; 0 verified by none, 0 with values this command cannot decode)")
 	r = runCmd(t, env, "rekey", "-offline")
 	if r.code != 0 {
 		t.Fatalf("exit code %d", r.code)
@@ -73,8 +73,8 @@ func TestRekeyAddsEncryption(t *testing.T) {
 	// without -decrypt, nothing changed.
 	env["SESSION_KEY"], env["SESSION_BLOCK_KEY"] = testKey+","+testKey, ","+block
 	r = runCmd(t, env, "rekey", "-offline")
-	if r.code == 0 || !strings.Contains(r.stderr, "no block key") {
-		t.Fatalf("rekey that would decrypt: exit %d, stderr %q; want a refusal", r.code, r.stderr)
+	if r.code == 0 || !strings.Contains(r.stderr, "no block key") || !strings.Contains(r.stderr, "-decrypt") || r.stdout != "" {
+		t.Fatalf("rekey that would decrypt: exit %d, stdout %q, stderr %q; want a refusal naming -decrypt, and no counts", r.code, r.stdout, r.stderr)
 	}
 	live := bson.D{{Key: "expiresAt", Value: bson.D{{Key: "$gt", Value: time.Now()}}}}
 	cur, err := f.coll.Find(context.Background(), live)
@@ -89,5 +89,26 @@ func TestRekeyAddsEncryption(t *testing.T) {
 	}
 	if n != 5 {
 		t.Fatalf("%d live sessions, want 5", n)
+	}
+}
+
+// TestSessionsTheCommandCannotDecode: sessions whose values the command's
+// codec cannot decode (an application's own types; here, JSONCodec's) are
+// counted apart by rekey, which then fails, and still ended by end.
+func TestSessionsTheCommandCannotDecode(t *testing.T) {
+	f := newFixture(t)
+	other := newStore(t, f.coll, mongostore.Config{Expiry: mongostore.ExpiryNone, Codec: mongostore.JSONCodec{}}, time.Time{})
+	login(t, other, "carol", "Firefox on Linux")
+	login(t, other, "carol", "Safari on iPhone")
+	env := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": strings.Repeat("9a", 32) + "," + testKey}
+	r := runCmd(t, env, "rekey", "-dry-run")
+	mustContain(t, "stdout", r.stdout, "7 live sessions: 5 to re-seal", "0 verified by none of the keys, 2 with values this command cannot decode")
+	if r.code != 1 || !strings.Contains(r.stderr, "2 sessions hold values of types this command cannot decode") {
+		t.Fatalf("rekey -dry-run: exit %d, stderr %q; want 1, and the 2 sessions it cannot decode", r.code, r.stderr)
+	}
+	r = runCmd(t, map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey}, "end", "-owner", "carol")
+	if r.code != 0 || !strings.Contains(r.stdout, `ended every session of "carol": 2 sessions`) ||
+		!strings.Contains(r.stderr, "warning: 2 of the 7 sessions sampled from") {
+		t.Fatalf("end -owner carol: exit %d, stdout %q, stderr %q; want both ended, and a warning of the 2 sampled it cannot read", r.code, r.stdout, r.stderr)
 	}
 }

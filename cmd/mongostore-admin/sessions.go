@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -247,12 +246,21 @@ func (a *app) sessionsOf(c *conn, docs []bson.Raw, err error) ([]bson.Raw, error
 	return sessions, nil
 }
 
-// checkKeys fails if store reads none of sessions, sampled from c; done says what was done.
+// checkKeys fails if store reads none of sessions, sampled from c, and
+// warns if it cannot read some; done says what was done.
 func (a *app) checkKeys(store *mongostore.Store, c *conn, sessions []bson.Raw, done string) error {
-	if len(sessions) == 0 || slices.ContainsFunc(sessions, func(doc bson.Raw) bool { return store.CheckDocument(doc) == nil }) {
+	unread, first := 0, error(nil)
+	for _, doc := range sessions {
+		if err := store.CheckDocument(doc); err != nil {
+			unread, first = unread+1, cmp.Or(first, err)
+		}
+	}
+	if unread == 0 || unread < len(sessions) {
+		if unread > 0 {
+			fmt.Fprintf(a.stderr, "mongostore-admin: warning: %d of the %d sessions sampled from %s cannot be read here (%v): those under a key pair not given are neither listed, ended nor re-sealed\n", unread, len(sessions), c.name(), first)
+		}
 		return nil
 	}
-	first := store.CheckDocument(sessions[0])
 	names := map[bool]string{false: "SESSION_KEY", true: "SESSION_KEY and SESSION_BLOCK_KEY"}[a.getenv("SESSION_BLOCK_KEY") != ""]
 	return fmt.Errorf("the keys of %s do not match the application's: none of the sessions sampled from %s (%d) "+
 		"can be read with them (%v); %s", names, c.name(), len(sessions), first, done)
