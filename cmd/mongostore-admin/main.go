@@ -226,13 +226,13 @@ func (a *app) start(ctx context.Context, cmd command, c *conn, b body) (err erro
 	defer cancel()
 	disconnect, err := c.connect(ctx, cmp.Or(c.db, a.getenv("DB_NAME"), defaultDBName),
 		cmp.Or(c.collection, a.getenv("SESSION_COLLECTION"), defaultCollection))
-	if err != nil {
-		return err
+	if err == nil {
+		defer disconnect()
+		err = b.run(ctx, a, c)
 	}
-	defer disconnect()
-	switch err = b.run(ctx, a, c); {
-	case err == nil:
-		return nil
+	switch {
+	case err == nil, errors.As(err, new(usageError)): // stats reads SESSION_KEY late, only if set
+		return err
 	case ctx.Err() == nil || errors.As(err, new(problemError)):
 		return errors.New(connstr.Redact(err.Error(), c.uri))
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
@@ -254,6 +254,9 @@ func (c *conn) connect(ctx context.Context, db, coll string) (disconnect func(),
 	}
 	if err := c.client.Ping(ctx, readpref.Primary()); err != nil {
 		disconnect()
+		if ctx.Err() != nil { // start says whether -timeout ran out or the command was interrupted
+			return nil, fmt.Errorf("no answer from %s (the server in MONGODB_URI) in time (is it running, and reachable from here?): %w", c.server, ctx.Err())
+		}
 		return nil, fmt.Errorf("cannot reach %s (the server in MONGODB_URI): %s; check that it runs there and that this "+
 			"machine can reach it (host, port, firewall, TLS, credentials)", c.server, connstr.Unreachable(err, selectTimeout))
 	}

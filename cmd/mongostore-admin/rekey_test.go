@@ -24,6 +24,9 @@ func TestRekey(t *testing.T) {
 	r := runCmd(t, env, "rekey", "-dry-run")
 	mustContain(t, "stdout", r.stdout, "5 live sessions: 5 to re-seal under the first key pair (0 encrypted, 0 decrypted), 0 verified by none",
 		"key pair 1: 0, key pair 2: 5")
+	if r = runCmd(t, map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": "zz"}, "stats"); r.code != 2 {
+		t.Fatalf("stats with a SESSION_KEY not in hex: exit %d, stderr %q; want 2, a usage error", r.code, r.stderr)
+	}
 	r = runCmd(t, env, "stats")
 	mustContain(t, "stdout", r.stdout, "keys        key pair 1: 0, key pair 2: 5 (of 5 live sessions; 0 verified by none, 0 with values this command cannot decode)")
 	r = runCmd(t, env, "rekey", "-offline")
