@@ -63,8 +63,9 @@ type OwnedSession struct {
 
 // ListSessions returns the live sessions of owner, the latest saved first,
 // marking the request's own (current, may be nil). Only sessions whose
-// authenticated values name owner are listed, at most 1,000. Errors wrap
-// ErrDatabase, or ErrInvalidConfig for a nil ctx.
+// authenticated values name owner are listed, at most 1,000, and those
+// whose values the codec cannot decode, by their owner digest, with no
+// device. Errors wrap ErrDatabase, or ErrInvalidConfig for a nil ctx.
 func (s *Store) ListSessions(ctx context.Context, owner string, current *sessions.Session) ([]OwnedSession, error) {
 	if ctx == nil {
 		return nil, errNil("context")

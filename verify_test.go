@@ -23,6 +23,8 @@ func TestCheckDocument(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	other := &storeFixture{store: storeOn(t, f.coll, Config{Expiry: ExpiryNone, Codec: JSONCodec{}}), coll: f.coll}
+	_, otherID := saveNewSession(t, other, map[any]any{"user": "bob"})
 	for _, tc := range []struct {
 		name  string
 		store *Store
@@ -33,6 +35,7 @@ func TestCheckDocument(t *testing.T) {
 		{"rotated, the old key second", storeOn(t, f.coll, Config{Expiry: ExpiryNone}, otherHashKey, nil, testHashKey), doc, true},
 		{"another hash key", storeOn(t, f.coll, Config{Expiry: ExpiryNone}, otherHashKey), doc, false},
 		{"a block key the application does not use", storeOn(t, f.coll, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey), doc, false},
+		{"values another codec wrote", f.store, storedDocument(t, f, otherID), true},
 		{"changed without the keys", f.store, storedDocument(t, f, id), false},
 		{"not a session document", f.store, foreign, false},
 	} {

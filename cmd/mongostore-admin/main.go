@@ -254,11 +254,12 @@ func (c *conn) connect(ctx context.Context, db, coll string) (disconnect func(),
 	}
 	if err := c.client.Ping(ctx, readpref.Primary()); err != nil {
 		disconnect()
-		if ctx.Err() != nil { // start says whether -timeout ran out or the command was interrupted
-			return nil, fmt.Errorf("no answer from %s (the server in MONGODB_URI) in time (is it running, and reachable from here?): %w", c.server, ctx.Err())
+		wait := selectTimeout
+		if ctx.Err() != nil { // start adds whether -timeout ran out or the command was interrupted
+			wait = c.timeout
 		}
 		return nil, fmt.Errorf("cannot reach %s (the server in MONGODB_URI): %s; check that it runs there and that this "+
-			"machine can reach it (host, port, firewall, TLS, credentials)", c.server, connstr.Unreachable(err, selectTimeout))
+			"machine can reach it (host, port, firewall, TLS, credentials)", c.server, connstr.Unreachable(err, wait))
 	}
 	c.coll = c.client.Database(db).Collection(coll)
 	return disconnect, nil

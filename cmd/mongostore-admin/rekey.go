@@ -26,7 +26,8 @@ with, would store them plain: it refuses that without -decrypt. On
 FerretDB v1, whose writes are not atomic across processes, it refuses to
 write unless -offline says the application is stopped. It never deletes,
 and can run again after a cut; -dry-run counts only. Progress goes to
-standard error; it exits 1 if some sessions verify with none of the keys.`,
+standard error; it exits 1 if some sessions verify with none of the keys,
+or hold values of types it cannot decode (Store.Rekey re-seals those).`,
 	flags: func(fs *flag.FlagSet) body {
 		var opts mongostore.RekeyOptions
 		fs.BoolVar(&opts.DryRun, "dry-run", false, "count what would change, change nothing")
@@ -41,8 +42,8 @@ standard error; it exits 1 if some sessions verify with none of the keys.`,
 func (a *app) rekey(ctx context.Context, store *mongostore.Store, none string, opts mongostore.RekeyOptions) error {
 	start := time.Now()
 	progress := func(rc mongostore.RekeyCounts) {
-		fmt.Fprintf(a.stderr, "rekey: %d sessions read, %d re-sealed, %d unverified (%.0f/s)\n",
-			rc.Live, rc.Changed, rc.Unverified, float64(rc.Live)/max(time.Since(start).Seconds(), 1e-3))
+		fmt.Fprintf(a.stderr, "rekey: %d sessions read, %d re-sealed, %d unverified, %d undecodable (%.0f/s)\n",
+			rc.Live, rc.Changed, rc.Unverified, rc.Undecodable, float64(rc.Live)/max(time.Since(start).Seconds(), 1e-3))
 	}
 	opts.Progress = progress
 	rc, err := store.Rekey(ctx, opts)

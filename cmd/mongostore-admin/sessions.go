@@ -246,8 +246,8 @@ func (a *app) sessionsOf(c *conn, docs []bson.Raw, err error) ([]bson.Raw, error
 	return sessions, nil
 }
 
-// checkKeys fails if store reads none of sessions, sampled from c, and
-// warns if it cannot read some; done says what was done.
+// checkKeys fails if store's keys open none of sessions, sampled from c,
+// and warns if they do not open some; done says what was done.
 func (a *app) checkKeys(store *mongostore.Store, c *conn, sessions []bson.Raw, done string) error {
 	unread, first := 0, error(nil)
 	for _, doc := range sessions {
@@ -257,7 +257,7 @@ func (a *app) checkKeys(store *mongostore.Store, c *conn, sessions []bson.Raw, d
 	}
 	if unread == 0 || unread < len(sessions) {
 		if unread > 0 {
-			fmt.Fprintf(a.stderr, "mongostore-admin: warning: %d of the %d sessions sampled from %s cannot be read here (%v): those under a key pair not given are neither listed, ended nor re-sealed\n", unread, len(sessions), c.name(), first)
+			fmt.Fprintf(a.stderr, "mongostore-admin: warning: %d of the %d sessions sampled from %s do not open with these keys (%v): those under a key pair not given are neither listed, ended nor re-sealed\n", unread, len(sessions), c.name(), first)
 		}
 		return nil
 	}
