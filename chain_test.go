@@ -296,6 +296,9 @@ func TestSessionsOfAnotherCodecAreListedAndEnded(t *testing.T) {
 	if err != nil || !slices.Equal(devices(list), []string{"", "laptop"}) && !slices.Equal(devices(list), []string{"laptop", ""}) {
 		t.Fatalf("ListSessions = %v, %v; want the laptop's and one with no device", devices(list), err)
 	}
+	if logs := f.logs.String(); !strings.Contains(logs, "listed by their owner digest ones whose values the codec cannot decode") {
+		t.Fatalf("no warning of the session listed by its owner digest; the store logged:\n%s", logs)
+	}
 	if n, err := f.store.EndOtherSessions(context.Background(), "ada", nil); n != 2 || err != nil {
 		t.Fatalf("EndOtherSessions = %d, %v; want both of ada's ended", n, err)
 	}

@@ -103,25 +103,26 @@ func (s *Store) chainOf(session *sessions.Session) string {
 // ownedSessions returns the live sessions of owner, the latest saved first,
 // marking the one of chain current, and whether the listing held them all
 // (fewer than the cap of a listing, maxOwned). It reads past the sessions
-// it cannot read, and logs them.
+// it cannot read, and logs them, and those it lists undecoded.
 func (s *Store) ownedSessions(ctx context.Context, owner, current string) ([]ownedSession, bool, error) {
 	var out []ownedSession
-	var unreadable int
-	var openErr error
+	var skipped, undecoded int
+	var skipErr, decodeErr error
 	now := s.cfg.Now()
 	complete, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner), now, func(raw bson.Raw) bool {
 		o, ok, err := s.owned(raw, owner, current, now)
-		if err != nil {
-			unreadable, openErr = unreadable+1, err
-		} else if ok {
+		switch {
+		case ok && err != nil:
+			out, undecoded, decodeErr = append(out, o), undecoded+1, err
+		case ok:
 			out = append(out, o)
+		case err != nil:
+			skipped, skipErr = skipped+1, err
 		}
 		return ok
 	})
-	if unreadable > 0 {
-		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: listing sessions: skipped unreadable ones",
-			slog.Int("count", unreadable), slog.String("error", openErr.Error()))
-	}
+	s.logListing(ctx, "skipped unreadable ones", skipped, skipErr)
+	s.logListing(ctx, "listed by their owner digest ones whose values the codec cannot decode", undecoded, decodeErr)
 	if err != nil {
 		return nil, false, err
 	}
@@ -136,7 +137,7 @@ func (s *Store) ownedSessions(ctx context.Context, owner, current string) ([]own
 // request's own session. A session the keys verify but whose values the
 // codec cannot decode (saved by a newer instance, or one with types this
 // process has not registered) is owner's if its owner digest says so, with
-// no device.
+// no device, and the decode's error.
 func (s *Store) owned(raw bson.Raw, owner, current string, now time.Time) (ownedSession, bool, error) {
 	d, encoded, err := s.unseal(raw)
 	if err != nil {
@@ -145,13 +146,22 @@ func (s *Store) owned(raw bson.Raw, owner, current string, now time.Time) (owned
 	values, err := s.cfg.Codec.Decode(encoded)
 	st := stateOf(&d, encoded, values, &sessions.Options{MaxAge: d.maxAge})
 	if err != nil && slices.Contains(s.sealer.ownerDigests(owner), d.owner) {
-		st.owner = owner
+		st.owner, err = owner, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
 	if st.owner != owner || !s.live(&d, now) {
 		return ownedSession{}, false, nil
 	}
 	return ownedSession{OwnedSession: OwnedSession{Handle: handle(d.id), Current: current != "" && current == d.id,
-		Device: st.device, SessionTimes: st.times()}, st: st}, true, nil
+		Device: st.device, SessionTimes: st.times()}, st: st}, true, err
+}
+
+// logListing logs, if n > 0, the n sessions of a listing that what says,
+// and the last one's error.
+func (s *Store) logListing(ctx context.Context, what string, n int, err error) {
+	if n > 0 {
+		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: listing sessions: "+what,
+			slog.Int("count", n), slog.String("error", err.Error()))
+	}
 }
 
 // EndSession ends the session of owner named by handle (from ListSessions)
