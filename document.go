@@ -16,18 +16,17 @@ import (
 // decodes the values, which it returns with their encoding. Bytes that fail
 // the MAC never reach the codec. Errors wrap ErrDecode.
 func (s *Store) open(raw bson.Raw) (d document, encoded []byte, values map[any]any, err error) {
-	d, encoded, err = s.unseal(raw)
-	if err == nil {
-		values, err = s.cfg.Codec.Decode(encoded)
+	if d, encoded, err = s.unseal(raw); err != nil {
+		return d, nil, nil, err
 	}
-	if err != nil {
+	if values, err = s.cfg.Codec.Decode(encoded); err != nil {
 		return d, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
 	return d, encoded, values, nil
 }
 
 // unseal parses a stored document, checks its MAC and decrypts its data:
-// open but the codec.
+// open but the codec. Errors wrap ErrDecode.
 func (s *Store) unseal(raw bson.Raw) (d document, encoded []byte, err error) {
 	d, err = parseDocument(raw)
 	if err == nil && !s.sealer.verify(&d) {
@@ -36,7 +35,10 @@ func (s *Store) unseal(raw bson.Raw) (d document, encoded []byte, err error) {
 	if err == nil {
 		encoded, err = s.sealer.unwrap(d.id, d.data)
 	}
-	return d, encoded, err
+	if err != nil {
+		return d, nil, fmt.Errorf("%w: %w", ErrDecode, err)
+	}
+	return d, encoded, nil
 }
 
 // encode encodes values, unless staged holds them encoded, and enforces

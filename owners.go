@@ -108,9 +108,9 @@ func (s *Store) ownedSessions(ctx context.Context, owner, current string) ([]own
 	var out []ownedSession
 	var skipped, undecoded int
 	var skipErr, decodeErr error
-	now := s.cfg.Now()
-	complete, err := s.coll.findOwned(ctx, s.sealer.ownerDigests(owner), now, func(raw bson.Raw) bool {
-		o, ok, err := s.owned(raw, owner, current, now)
+	now, digests := s.cfg.Now(), s.sealer.ownerDigests(owner)
+	complete, err := s.coll.findOwned(ctx, digests, now, func(raw bson.Raw) bool {
+		o, ok, err := s.owned(raw, owner, digests, current, now)
 		switch {
 		case ok && err != nil:
 			out, undecoded, decodeErr = append(out, o), undecoded+1, err
@@ -133,19 +133,20 @@ func (s *Store) ownedSessions(ctx context.Context, owner, current string) ([]own
 }
 
 // owned describes raw if it is a session of owner's live at now, or gives
-// the error that keeps it from being read; current is the chain of the
-// request's own session. A session the keys verify but whose values the
-// codec cannot decode (saved by a newer instance, or one with types this
-// process has not registered) is owner's if its owner digest says so, with
-// no device, and the decode's error.
-func (s *Store) owned(raw bson.Raw, owner, current string, now time.Time) (ownedSession, bool, error) {
+// the error that keeps it from being read; digests are owner's digests,
+// current is the chain of the request's own session. A session the keys
+// verify but whose values the codec cannot decode (saved by a newer
+// instance, or one with types this process has not registered) is owner's
+// if its owner digest is one of digests, with no device, and the decode's
+// error.
+func (s *Store) owned(raw bson.Raw, owner string, digests []string, current string, now time.Time) (ownedSession, bool, error) {
 	d, encoded, err := s.unseal(raw)
 	if err != nil {
-		return ownedSession{}, false, fmt.Errorf("%w: %w", ErrDecode, err)
+		return ownedSession{}, false, err
 	}
 	values, err := s.cfg.Codec.Decode(encoded)
 	st := stateOf(&d, encoded, values, &sessions.Options{MaxAge: d.maxAge})
-	if err != nil && slices.Contains(s.sealer.ownerDigests(owner), d.owner) {
+	if err != nil && slices.Contains(digests, d.owner) {
 		st.owner, err = owner, fmt.Errorf("%w: %w", ErrDecode, err)
 	}
 	if st.owner != owner || !s.live(&d, now) {

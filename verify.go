@@ -1,10 +1,6 @@
 package mongostore
 
-import (
-	"fmt"
-
-	"go.mongodb.org/mongo-driver/v2/bson"
-)
+import "go.mongodb.org/mongo-driver/v2/bson"
 
 // CheckDocument reports whether the store's keys open raw, a document of
 // its collection: nil if it is a session document whose MAC verifies with
@@ -14,8 +10,6 @@ import (
 // it was given the application's keys, as mongostore-admin does, without
 // the types the application registers.
 func (s *Store) CheckDocument(raw bson.Raw) error {
-	if _, _, err := s.unseal(raw); err != nil {
-		return fmt.Errorf("%w: %w", ErrDecode, err)
-	}
-	return nil
+	_, _, err := s.unseal(raw)
+	return err
 }
