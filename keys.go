@@ -125,19 +125,20 @@ const minKeyLength = 32
 // optional block key.
 type keyPair struct{ hash, block []byte }
 
-// parseKeyPairs checks the keys given to NewStore and pairs them.
+// parseKeyPairs checks the keys given to NewStore and pairs them, copied:
+// the application may clear its own.
 func parseKeyPairs(keys [][]byte) ([]keyPair, error) {
 	if len(keys) == 0 {
 		return nil, fmt.Errorf("%w: no keys: give at least a hash key", ErrInvalidConfig)
 	}
 	var pairs []keyPair
 	for i := 0; i < len(keys); i += 2 {
-		p := keyPair{hash: keys[i]}
+		p := keyPair{hash: bytes.Clone(keys[i])}
 		if len(p.hash) < minKeyLength {
 			return nil, fmt.Errorf("%w: hash key %d has %d bytes, want at least %d", ErrInvalidConfig, i/2, len(p.hash), minKeyLength)
 		}
 		if i+1 < len(keys) && len(keys[i+1]) > 0 {
-			p.block = keys[i+1]
+			p.block = bytes.Clone(keys[i+1])
 			if n := len(p.block); n != 16 && n != 24 && n != 32 {
 				return nil, fmt.Errorf("%w: block key %d has %d bytes, want 16, 24 or 32", ErrInvalidConfig, i/2, n)
 			}

@@ -452,6 +452,24 @@ func TestMACKeysAreDerived(t *testing.T) {
 	}
 }
 
+// TestStoreKeepsItsOwnKeys checks that an application clearing its key
+// buffers after NewStore (as a careful one does) changes nothing: cookies
+// signed with a zero key are refused, and the session still loads.
+func TestStoreKeepsItsOwnKeys(t *testing.T) {
+	hash := bytes.Clone(testHashKey)
+	f := newFixture(t, Config{Expiry: ExpiryNone}, hash)
+	b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+	clear(hash)
+	if s, err := loadSession(t, f, b); err != nil || s.Values["user"] != "ada" {
+		t.Fatalf("after the keys were cleared: %v, %v; want the session", s.Values, err)
+	}
+	forged := newBrowser()
+	forged.cookies[testSessionName] = &http.Cookie{Name: testSessionName, Value: agedCookie(testSessionName, freshToken(), make([]byte, 32), 0)}
+	if _, err := loadSession(t, f, forged); !errors.Is(err, ErrInvalidCookie) {
+		t.Errorf("a cookie signed with a zero key: %v, want ErrInvalidCookie", err)
+	}
+}
+
 func TestDatabaseNeverHoldsRawSessionID(t *testing.T) {
 	f := newFixture(t, Config{})
 	_, token := saveNewSession(t, f, map[any]any{"k": "v"})
