@@ -49,15 +49,16 @@ const rekeyBatch = 500
 // without a block key after the first lets it encrypt the sessions stored
 // plain. It is idempotent (a session sealed so already is left alone), so
 // it resumes after a cut. It never deletes, and leaves a session saved
-// meanwhile to that save. Errors wrap ErrDatabase, or ErrInvalidConfig for
-// a nil ctx or what opts refuse.
+// meanwhile to that save. Each command is bounded by Config.Timeout, the
+// whole by ctx. Errors wrap ErrDatabase, or ErrInvalidConfig for a nil ctx
+// or what opts refuse.
 func (s *Store) Rekey(ctx context.Context, opts RekeyOptions) (RekeyCounts, error) {
 	c := RekeyCounts{ByKey: make([]int64, len(s.sealer.macs))}
 	if err := s.checkRekey(ctx, opts); err != nil {
 		return c, err
 	}
 	for after := ""; ; {
-		docs, err := s.coll.findLive(ctx, after, s.cfg.Now(), rekeyBatch)
+		docs, err := s.liveBatch(ctx, after)
 		if err != nil {
 			return c, err
 		}
@@ -74,6 +75,14 @@ func (s *Store) Rekey(ctx context.Context, opts RekeyOptions) (RekeyCounts, erro
 			return c, nil
 		}
 	}
+}
+
+// liveBatch reads the next rekeyBatch live sessions after after, bounded
+// by Config.Timeout.
+func (s *Store) liveBatch(ctx context.Context, after string) ([]bson.Raw, error) {
+	ctx, cancel := s.opContext(ctx, false)
+	defer cancel()
+	return s.coll.findLive(ctx, after, s.cfg.Now(), rekeyBatch)
 }
 
 // checkRekey refuses a nil ctx, and what opts do not allow.
@@ -143,6 +152,8 @@ func (s *Store) rekey(ctx context.Context, raw bson.Raw, dryRun bool, c *RekeyCo
 // in this process would, and says whether it did: not if the session ended
 // or was saved meanwhile (that save sealed it).
 func (s *Store) rewrite(ctx context.Context, d *document, was version) (bool, error) {
+	ctx, cancel := s.opContext(ctx, false)
+	defer cancel()
 	unlock, err := s.coll.locks.lock(ctx, d.id)
 	if err != nil {
 		return false, err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // storedSessions inserts n sessions sealed by store, every third owned by
@@ -125,4 +126,28 @@ func bytesOf(b byte) []byte {
 		out[i] = b
 	}
 	return out
+}
+
+// TestRekeyCommandsAreBounded checks that each of Rekey's commands is
+// bounded by Config.Timeout, even under a context without a deadline: a
+// server that stops answering cannot hold it, and a session's chain lock,
+// for ever.
+func TestRekeyCommandsAreBounded(t *testing.T) {
+	coll, proxy := proxiedCollection(t, options.Client())
+	store := storeOn(t, coll, Config{Expiry: ExpiryNone, Timeout: 300 * time.Millisecond}, testHashKey)
+	proxy.BlackHole(true)
+	t.Cleanup(func() { proxy.BlackHole(false) })
+	done := make(chan error, 1)
+	go func() {
+		_, err := store.Rekey(context.Background(), RekeyOptions{SingleProcess: true})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrDatabase) {
+			t.Fatalf("Rekey on a server that does not answer: %v, want ErrDatabase", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Rekey still waits on a server that does not answer, 30s on")
+	}
 }
