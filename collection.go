@@ -465,7 +465,14 @@ func (c collection) acquire(ctx context.Context, id, sid, holder string, now, un
 }
 
 // release releases holder's lock of the document id, if it still holds it.
+// FerretDB v1's update reads, then writes the whole document: it runs
+// under the chain's lock, or it could undo a save of this process.
 func (c collection) release(ctx context.Context, id, holder string) error {
+	unlock, err := c.locks.lock(ctx, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	filter := bson.D{{Key: fieldID, Value: id}, {Key: fieldLock, Value: holder}}
 	if _, err := c.c.UpdateOne(ctx, filter, bson.D{{Key: "$unset", Value: bson.D{{Key: fieldLock, Value: ""}, {Key: fieldLockUntil, Value: ""}}}}); err != nil {
 		return dbError("unlock session", err)
@@ -506,8 +513,17 @@ func (c collection) findExpired(ctx context.Context, now time.Time, limit int) (
 }
 
 // deleteExpiredOne deletes the document id if it is expired at now or
-// still at revision rev, and says whether it did.
+// still at revision rev, and says whether it did. A session's runs under
+// its chain's lock: FerretDB v1's delete reads, then deletes by _id, and
+// could delete what a save of this process has just extended.
 func (c collection) deleteExpiredOne(ctx context.Context, id any, rev int64, now time.Time) (bool, error) {
+	if chain, ok := id.(string); ok {
+		unlock, err := c.locks.lock(ctx, chain)
+		if err != nil {
+			return false, err
+		}
+		defer unlock()
+	}
 	filter := bson.D{{Key: fieldID, Value: id}, {Key: "$or", Value: bson.A{expiredFilter(now), bson.D{{Key: fieldRev, Value: rev}}}}}
 	n, err := c.deleteMany(ctx, "delete expired session", filter, sweepComment)
 	return n > 0, err

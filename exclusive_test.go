@@ -437,3 +437,40 @@ func tokenOf(t *testing.T, f *storeFixture, value string) string {
 	}
 	return token
 }
+
+// TestReleaseSparesAConcurrentSave checks that releasing a lock never
+// undoes a save or regeneration of the same process landing at once (on
+// FerretDB v1, an update writes back the whole document it read).
+func TestReleaseSparesAConcurrentSave(t *testing.T) {
+	for _, regenerate := range []bool{false, true} {
+		t.Run(fmt.Sprintf("regenerate %v", regenerate), func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone})
+			ctx := context.Background()
+			for i := range 30 {
+				b, token := saveNewSession(t, f, map[any]any{"n": i})
+				chain, secret, _ := splitToken(token)
+				holder, now := newHolderID(), f.store.cfg.Now()
+				if raw, err := f.store.coll.acquire(ctx, chain, hashHex(secret), holder, now, now.Add(time.Minute)); raw == nil || err != nil {
+					t.Fatalf("acquire: %v", err)
+				}
+				r, s := loaded(t, f, b)
+				s.Values["k"] = "v"
+				rec, start, done := httptest.NewRecorder(), make(chan struct{}), make(chan struct{})
+				go func() { <-start; f.store.release(ctx, chain, holder); close(done) }()
+				close(start)
+				err := s.Save(r, rec)
+				if regenerate {
+					err = f.store.RegenerateID(r, rec, s)
+				}
+				<-done
+				if err != nil {
+					t.Fatalf("iteration %d: %v", i, err)
+				}
+				b.absorb(rec.Header())
+				if got, err := loadSession(t, f, b); err != nil || got.Values["k"] != "v" {
+					t.Fatalf("iteration %d: the save returned nil, yet the session loads %v (%v)", i, got.Values, err)
+				}
+			}
+		})
+	}
+}

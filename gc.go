@@ -56,10 +56,10 @@ func (s *Store) sweepContext(ctx context.Context) (context.Context, context.Canc
 // ctx gives ErrInvalidConfig): for
 // ExpiryNone, from a cron job say. Without Config.OnEvent it is one
 // command (the server checks the expiry, so a session saved meanwhile
-// stays); with it, the expired sessions are read and deleted one by one,
-// each an EventExpired. It is bounded by Timeout or GCInterval, whichever
-// is longer, and carries the comment "mongostore gc sweep". Errors wrap
-// ErrDatabase.
+// stays); with it, or on FerretDB v1 (whose deletes are not atomic), the
+// expired sessions are read and deleted one by one, each an EventExpired.
+// It is bounded by Timeout or GCInterval, whichever is longer, and carries
+// the comment "mongostore gc sweep". Errors wrap ErrDatabase.
 func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	if ctx == nil {
 		return 0, errNil("context")
@@ -67,11 +67,13 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	ctx, cancel := s.sweepContext(ctx)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opGCSweep)
+	atomic, err := s.coll.atomicWrites(ctx)
 	var n int64
-	var err error
-	if s.cfg.OnEvent == nil {
+	switch {
+	case err != nil:
+	case s.cfg.OnEvent == nil && atomic:
 		n, err = s.coll.deleteExpired(ctx, s.cfg.Now())
-	} else {
+	default:
 		n, err = s.expireEach(ctx, s.cfg.Now())
 	}
 	sp.count = n
@@ -94,7 +96,11 @@ func (s *Store) expireEach(ctx context.Context, now time.Time) (int64, error) {
 		before := n
 		for _, raw := range docs {
 			rev, _ := raw.Lookup(fieldRev).AsInt64OK()
-			deleted, err := s.coll.deleteExpiredOne(ctx, raw.Lookup(fieldID), rev, now)
+			var id any = raw.Lookup(fieldID)
+			if chain, ok := raw.Lookup(fieldID).StringValueOK(); ok {
+				id = chain // a session's: deleted under its chain's lock
+			}
+			deleted, err := s.coll.deleteExpiredOne(ctx, id, rev, now)
 			if err != nil {
 				return n, err
 			}

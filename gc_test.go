@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http/httptest"
 	"os"
 	"runtime"
 	"slices"
@@ -91,19 +92,27 @@ func TestDeleteExpiredDeletesOnlyExpired(t *testing.T) {
 	if err != nil || n != 10 {
 		t.Fatalf("DeleteExpired = %d, %v; want 10", n, err)
 	}
-	// One command, which the server answers with one index range (or one
-	// scan, on FerretDB v1), marked as the GC's.
-	if got := commandNames(f.cmds); !slices.Equal(got, []string{"delete"}) {
-		t.Fatalf("commands %q, want one delete", got)
+	// One command, which the server answers with one index range, marked as
+	// the GC's; on FerretDB v1, whose deletes are not atomic, a find and a
+	// delete of each, under its chain's lock.
+	want := []string{"delete"}
+	if atomic, _ := f.store.coll.atomicWrites(context.Background()); !atomic {
+		want = append([]string{"find"}, slices.Repeat(want, 10)...)
 	}
-	cmd := f.cmds.named("delete")[0]
-	stmts, _ := cmd.Lookup("deletes").Array().Values()
-	want, _ := bson.Marshal(bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bson.NewDateTimeFromTime(clock.Now())}}}})
-	if len(stmts) != 1 || !bytes.Equal(stmts[0].Document().Lookup("q").Document(), want) || stmts[0].Document().Lookup("limit").AsInt64() != 0 {
-		t.Fatalf("delete statements %v, want one {expiresAt: {$lte: now}} without limit", stmts)
+	if got := commandNames(f.cmds); !slices.Equal(got, want) {
+		t.Fatalf("commands %q, want %q", got, want)
 	}
-	if got, _ := cmd.Lookup("comment").StringValueOK(); got != sweepComment {
-		t.Fatalf("delete comment %q, want %q", got, sweepComment)
+	for _, cmd := range append(f.cmds.named("find"), f.cmds.named("delete")...) {
+		if got, _ := cmd.Lookup("comment").StringValueOK(); got != sweepComment {
+			t.Fatalf("%s comment %q, want %q", cmd.Index(0).Key(), got, sweepComment)
+		}
+	}
+	if len(want) == 1 {
+		stmts, _ := f.cmds.named("delete")[0].Lookup("deletes").Array().Values()
+		want, _ := bson.Marshal(bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bson.NewDateTimeFromTime(clock.Now())}}}})
+		if len(stmts) != 1 || !bytes.Equal(stmts[0].Document().Lookup("q").Document(), want) || stmts[0].Document().Lookup("limit").AsInt64() != 0 {
+			t.Fatalf("delete statements %v, want one {expiresAt: {$lte: now}} without limit", stmts)
+		}
 	}
 	left := liveIDs(t, f)
 	for _, id := range expired {
@@ -353,7 +362,7 @@ func TestCloseStopsABlockedSweep(t *testing.T) {
 	}
 	defer store.Close()
 	deadline := time.Now().Add(30 * time.Second)
-	for len(cmds.named("delete")) == 0 {
+	for len(cmds.named("delete"))+len(cmds.named("find")) == 0 { // FerretDB v1's sweep starts with a find
 		if time.Now().After(deadline) {
 			t.Fatal("no sweep started within 30s")
 		}
@@ -374,5 +383,48 @@ func TestCloseStopsABlockedSweep(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "gc sweep failed") {
 		t.Fatalf("the sweep stopped by Close was logged as a failure:\n%s", logs)
+	}
+}
+
+// encodeHook is the store's codec, running hook once after an Encode if
+// one is set.
+type encodeHook struct {
+	Codec
+	hook atomic.Pointer[func()]
+}
+
+func (c *encodeHook) Encode(v map[any]any) ([]byte, error) {
+	b, err := c.Codec.Encode(v)
+	if h := c.hook.Swap(nil); h != nil {
+		(*h)()
+	}
+	return b, err
+}
+
+// TestSweepSparesASessionSavedAtItsExpiry checks that a sweep starting
+// just after a session's expiry never deletes it under a save of the same
+// process that began just before and extends it (on FerretDB v1, a delete
+// reads, then deletes by _id): the save either fails or lasts.
+func TestSweepSparesASessionSavedAtItsExpiry(t *testing.T) {
+	clock, codec := newFakeClock(), &encodeHook{Codec: compactCodec{&keyCache{}}}
+	f := newFixture(t, Config{Expiry: ExpiryNone, Now: clock.Now, Codec: codec, IdleTimeout: time.Second})
+	f.store.Options.MaxAge = 0 // the idle timeout: a second
+	for i := range 40 {
+		b, _ := saveNewSession(t, f, map[any]any{"n": i})
+		clock.Advance(time.Second - time.Millisecond)
+		r, s := loaded(t, f, b)
+		s.Values["k"] = "v"
+		swept := make(chan struct{})
+		expire := func() { // once the save has taken its time, before it writes
+			clock.Advance(2 * time.Millisecond)
+			go func() { _, _ = f.store.DeleteExpired(context.Background()); close(swept) }()
+		}
+		codec.hook.Store(&expire)
+		err := s.Save(r, httptest.NewRecorder())
+		<-swept
+		if got, _ := loadSession(t, f, b); err == nil && got.IsNew {
+			t.Fatalf("iteration %d: the save returned nil, extending the session, yet the sweep deleted it", i)
+		}
+		clock.Advance(time.Hour)
 	}
 }
