@@ -55,8 +55,12 @@ func newCookieCodec(pairs []keyPair) cookieCodec {
 	return c
 }
 
-// maxCookies bounds how many cookies of one name the store reads.
-const maxCookies = 8
+// maxCookies bounds how many cookies of one name the store takes, and
+// maxCookieValues how many it examines: a flood of bad ones costs no more.
+const (
+	maxCookies      = 8
+	maxCookieValues = 4 * maxCookies
+)
 
 // cookieToken is the token of a request's cookie, split once (see
 // splitToken), and, if the current key pair signed it, the cookie's value:
@@ -69,16 +73,20 @@ func newCookieToken(token, value string) cookieToken {
 	return cookieToken{token, chain, secret, value}
 }
 
-// tokens appends to tokens those in the request's cookies called name that
-// verify, in order, each once, at most maxCookies. Without any that
-// verifies, err is the first cookie's error.
+// tokens appends to tokens those in the request's first maxCookieValues
+// cookies called name that verify, in order, each once, at most
+// maxCookies. Without any that verifies, err is the first cookie's error.
 func (c cookieCodec) tokens(r *http.Request, name string, tokens []cookieToken) (_ []cookieToken, err error) {
+	examined := 0
 	for value := range cookieValues(r, name) {
+		if examined++; examined > maxCookieValues || len(tokens) == maxCookies {
+			break
+		}
 		token, current, cerr := c.decode(name, value)
 		switch {
 		case cerr != nil:
 			err = cmp.Or(err, cerr)
-		case len(tokens) < maxCookies && !slices.ContainsFunc(tokens, func(t cookieToken) bool { return t.token == token }):
+		case !slices.ContainsFunc(tokens, func(t cookieToken) bool { return t.token == token }):
 			if !current {
 				value = ""
 			}

@@ -6,6 +6,7 @@
 package mongostore
 
 import (
+	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -345,6 +346,36 @@ func TestAtMostEightCookiesOfOneName(t *testing.T) {
 	}
 	if n := f.count(t); n != 10-8 {
 		t.Errorf("%d documents after the logout, want the %d past the cap", n, 10-8)
+	}
+}
+
+// TestCookieFloodCostsNoMore checks that a request stuffed with cookies of
+// the session's name that do not verify (a megabyte of them) costs no more
+// than one with maxCookieValues of them, with each key pair tried, and that
+// a valid cookie past them is not read.
+func TestCookieFloodCostsNoMore(t *testing.T) {
+	pairs, err := parseKeyPairs([][]byte{bytes.Repeat([]byte{2}, 32), bytes.Repeat([]byte{3}, 32), testHashKey, nil})
+	if err != nil {
+		t.Fatal(err)
+	}
+	codec := newCookieCodec(pairs)
+	valid := agedCookie(testSessionName, freshToken(), testHashKey, 0)
+	request := func(bad int) *http.Request {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Header.Set("Cookie", strings.Repeat(testSessionName+"=fHw=;", bad)+testSessionName+"="+valid)
+		return r
+	}
+	if tokens, err := codec.tokens(request(maxCookieValues-1), testSessionName, nil); len(tokens) != 1 || err != nil {
+		t.Fatalf("the last of %d cookies, valid: %d tokens, %v; want it read", maxCookieValues, len(tokens), err)
+	}
+	flood, few := request(1<<20/len("sid=fHw=;")), request(maxCookieValues)
+	if tokens, err := codec.tokens(flood, testSessionName, nil); len(tokens) != 0 || !errors.Is(err, ErrInvalidCookie) {
+		t.Fatalf("a valid cookie after a flood: %d tokens, %v; want none read, ErrInvalidCookie", len(tokens), err)
+	}
+	perFlood := testing.AllocsPerRun(5, func() { _, _ = codec.tokens(flood, testSessionName, nil) })
+	perFew := testing.AllocsPerRun(5, func() { _, _ = codec.tokens(few, testSessionName, nil) })
+	if perFlood > 2*perFew { // not equal: under -race, sync.Pool drops some of what it is given
+		t.Errorf("a flood of bad cookies costs %v allocations, %d of them %v", perFlood, maxCookieValues, perFew)
 	}
 }
 
