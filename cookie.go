@@ -202,7 +202,8 @@ func (c cookieCodec) encode(name, id string) (string, error) {
 }
 
 // setCookie sets the cookie called name to value, or with opts.MaxAge < 0
-// expires it. A cookie with a Max-Age never outlives the session's
+// expires it, in place of one the response already sets (a save after
+// RegenerateID). A cookie with a Max-Age never outlives the session's
 // document, which expires at expiresAt.
 func setCookie(w http.ResponseWriter, name, value string, opts *sessions.Options, expiresAt, now time.Time) {
 	o := *opts
@@ -211,6 +212,11 @@ func setCookie(w http.ResponseWriter, name, value string, opts *sessions.Options
 		if left := int((expiresAt.Sub(now) + time.Second - 1) / time.Second); left < o.MaxAge {
 			o.MaxAge = max(left, 1)
 		}
+	}
+	h := w.Header()
+	named := func(v string) bool { return len(v) > len(name) && v[len(name)] == '=' && v[:len(name)] == name }
+	if set := h["Set-Cookie"]; slices.ContainsFunc(set, named) {
+		h["Set-Cookie"] = slices.DeleteFunc(slices.Clone(set), named) // a copy: the middleware's snapshot shares set
 	}
 	http.SetCookie(w, sessions.NewCookie(name, value, &o))
 }

@@ -42,9 +42,21 @@ func (s *Store) end(ctx context.Context, w http.ResponseWriter, session *session
 	session.ID = ""
 	s.states.set(session, sessionState{cookieSet: w != nil})
 	if w != nil {
-		setCookie(w, session.Name(), "", session.Options, time.Time{}, time.Time{})
+		setCookie(w, session.Name(), "", s.expiring(session.Options), time.Time{}, time.Time{})
 	}
 	return nil
+}
+
+// expiring returns the options that expire a cookie: opts, or the store's
+// scope if the application replaced them by some without a Path (as
+// &sessions.Options{MaxAge: -1}), which would expire another path's cookie.
+func (s *Store) expiring(opts *sessions.Options) *sessions.Options {
+	if opts.Path != "" {
+		return opts
+	}
+	o := s.newOptions()
+	o.MaxAge = -1
+	return o
 }
 
 // Restart ends the session's stored life and empties it, so that its next

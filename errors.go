@@ -60,6 +60,10 @@ var (
 	// Config.MaxSessionsPerOwner could not all be ended (the error beneath
 	// says why). The session itself is saved.
 	ErrLimit = errors.New("mongostore: the per-owner session limit could not be applied")
+
+	// ErrResponseDiscarded is returned by the middleware's writer once a
+	// save failed and onError answered: the handler's response is dropped.
+	ErrResponseDiscarded = errors.New("mongostore: response discarded: the session could not be saved")
 )
 
 // errNil reports a nil argument.

@@ -30,7 +30,8 @@ import (
 // session is saved. With Exclusive, the requests of one session run one at
 // a time (exclusive.go); onError gets ErrLocked for one that waited too
 // long (nil answers 503). A name browsers would not send back, or a nil
-// handler, panics.
+// handler, panics. Put http.TimeoutHandler outside it, not inside: a
+// handler outrunning its timeout would change the session as it is saved.
 func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *http.Request, err error), opts ...MiddlewareOption) func(http.Handler) http.Handler {
 	if err := checkCookieName(name); err != nil {
 		panic(err.Error()) // as http.ServeMux does for a bad pattern: a mistake in the program
@@ -158,7 +159,7 @@ func (w *sessionWriter) mustWrite(st sessionState) bool {
 	if st.id == "" {
 		return len(session.Values) > 0
 	}
-	return (session.Options != nil && *session.Options != st.options) || w.changed(st)
+	return session.ID != st.token || (session.Options != nil && *session.Options != st.options) || w.changed(st)
 }
 
 // changed reports whether the values differ from st.encoded: neither their
@@ -218,8 +219,9 @@ func (w *sessionWriter) commit() {
 			}
 			st = w.store.states.get(w.session)
 		}
-		if st.cookieSet { // by this save, or by the handler's own
-			preventSharedCaching(w.Header())
+		varyByCookie(w.Header()) // again: the handler may have replaced Vary
+		if st.cookieSet {
+			preventSharedCaching(w.Header()) // the cookie is set, by this save or the handler's own
 		}
 	})
 }
@@ -293,6 +295,18 @@ func (discardHeaders) Header() http.Header         { return http.Header{} }
 func (discardHeaders) Write(b []byte) (int, error) { return len(b), nil }
 func (discardHeaders) WriteHeader(int)             {}
 
+// varyByCookie adds Cookie to h's Vary unless it names it (or "*").
+func varyByCookie(h http.Header) {
+	for _, v := range h["Vary"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = strings.TrimSpace(f); f == "*" || strings.EqualFold(f, "Cookie") {
+				return
+			}
+		}
+	}
+	h.Add("Vary", "Cookie")
+}
+
 // preventSharedCaching keeps a response out of shared caches.
 func preventSharedCaching(h http.Header) {
 	cc := strings.ToLower(h.Get("Cache-Control"))
@@ -300,10 +314,6 @@ func preventSharedCaching(h http.Header) {
 		h.Set("Cache-Control", "no-store")
 	}
 }
-
-// errResponseDiscarded is returned by Write after a failed save, so that
-// handlers stop writing.
-var errResponseDiscarded = errors.New("mongostore: response discarded: the session could not be saved")
 
 // WriteHeader saves the session, if need be, before the status line (1xx
 // pass straight through).
@@ -320,7 +330,7 @@ func (w *sessionWriter) WriteHeader(code int) {
 // Write saves the session, if need be, before the first byte.
 func (w *sessionWriter) Write(b []byte) (int, error) {
 	if w.commit(); w.failed {
-		return 0, errResponseDiscarded
+		return 0, ErrResponseDiscarded
 	}
 	return w.ResponseWriter.Write(b)
 }
@@ -329,7 +339,7 @@ func (w *sessionWriter) Write(b []byte) (int, error) {
 // it where the underlying writer can.
 func (w *sessionWriter) WriteString(s string) (int, error) {
 	if w.commit(); w.failed {
-		return 0, errResponseDiscarded
+		return 0, ErrResponseDiscarded
 	}
 	return io.WriteString(w.ResponseWriter, s)
 }
@@ -337,7 +347,7 @@ func (w *sessionWriter) WriteString(s string) (int, error) {
 // ReadFrom keeps the underlying writer's fast path (sendfile).
 func (w *sessionWriter) ReadFrom(src io.Reader) (int64, error) {
 	if w.commit(); w.failed {
-		return 0, errResponseDiscarded
+		return 0, ErrResponseDiscarded
 	}
 	if rf, ok := w.ResponseWriter.(io.ReaderFrom); ok {
 		return rf.ReadFrom(src)
@@ -348,7 +358,7 @@ func (w *sessionWriter) ReadFrom(src io.Reader) (int64, error) {
 // FlushError saves the session if need be and flushes.
 func (w *sessionWriter) FlushError() error {
 	if w.commit(); w.failed {
-		return errResponseDiscarded
+		return ErrResponseDiscarded
 	}
 	return http.NewResponseController(w.ResponseWriter).Flush()
 }
@@ -356,10 +366,14 @@ func (w *sessionWriter) FlushError() error {
 // Flush implements http.Flusher.
 func (w *sessionWriter) Flush() { _ = w.FlushError() }
 
-// Hijack lets a handler take over the connection (WebSockets).
+// Hijack lets a handler take over the connection (WebSockets). A failed
+// one leaves the response to come, and its save, as they were.
 func (w *sessionWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
-	w.once.Do(func() { w.committed = true })
-	return http.NewResponseController(w.ResponseWriter).Hijack()
+	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil {
+		w.once.Do(func() { w.committed = true })
+	}
+	return conn, rw, err
 }
 
 // Unwrap returns the underlying writer, for http.ResponseController.

@@ -354,8 +354,8 @@ func TestMiddlewareSaveError(t *testing.T) {
 				if c := responseCookie(rec.Header(), testSessionName); c != nil {
 					t.Errorf("error response sets the session cookie: %v", c)
 				}
-				if trig.name != "return" && !errors.Is(respondErr, errResponseDiscarded) {
-					t.Errorf("the handler's %s returned %v, want errResponseDiscarded", trig.name, respondErr)
+				if trig.name != "return" && !errors.Is(respondErr, ErrResponseDiscarded) {
+					t.Errorf("the handler's %s returned %v, want ErrResponseDiscarded", trig.name, respondErr)
 				}
 				wantDocs := docsBefore
 				if fail.target == ErrSessionGone {
@@ -557,6 +557,22 @@ func TestMiddlewareLogout(t *testing.T) {
 	if replayed == nil || !replayed.IsNew || len(replayed.Values) != 0 {
 		t.Errorf("replayed cookie gives %+v, want a new session", replayed)
 	}
+	t.Run("options replaced, without a path", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone})
+		b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+		h := sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			s.Options = &sessions.Options{MaxAge: -1} // gorilla's idiom: the cookie's scope is the store's
+		})
+		r, rec := b.request(), httptest.NewRecorder()
+		r.URL.Path = "/account/logout"
+		h.ServeHTTP(rec, r)
+		if c := responseCookie(rec.Header(), testSessionName); c == nil || c.MaxAge >= 0 || c.Path != "/" || !c.HttpOnly {
+			t.Errorf("Set-Cookie %q, want the cookie expired at Path=/, HttpOnly", rec.Header().Values("Set-Cookie"))
+		}
+		if f.count(t) != 0 {
+			t.Error("session not deleted")
+		}
+	})
 	t.Run("explicit logout save sets one cookie", func(t *testing.T) {
 		f := newFixture(t, Config{Expiry: ExpiryNone})
 		b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
@@ -933,6 +949,7 @@ func TestMiddlewareCacheHeaders(t *testing.T) {
 		name         string
 		existing     bool
 		cacheControl string // set by the handler
+		vary         string // set by the handler
 		change       bool
 		wantCookie   bool
 		want         string // Cache-Control of the response
@@ -947,6 +964,10 @@ func TestMiddlewareCacheHeaders(t *testing.T) {
 		{name: "existing read only", existing: true, want: ""},
 		{name: "existing read only, public", existing: true, cacheControl: "public, max-age=60", want: "public, max-age=60"},
 		{name: "existing changed, public", existing: true, change: true, cacheControl: "public, max-age=60", wantCookie: true, want: "no-store"},
+		{name: "handler replaced Vary", existing: true, vary: "Accept-Encoding", want: ""},
+		{name: "handler replaced Vary, saved", change: true, vary: "Accept-Encoding", wantCookie: true, want: "no-store"},
+		{name: "handler's Vary names cookie", existing: true, vary: "accept-encoding, cookie", want: ""},
+		{name: "handler's Vary is *", existing: true, vary: "*", want: ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -959,13 +980,23 @@ func TestMiddlewareCacheHeaders(t *testing.T) {
 				if tc.cacheControl != "" {
 					w.Header().Set("Cache-Control", tc.cacheControl)
 				}
+				if tc.vary != "" {
+					w.Header().Set("Vary", tc.vary)
+				}
 				if tc.change {
 					s.Values["n"] = 1
 				}
 				_, _ = io.WriteString(w, "ok")
 			}).ServeHTTP)
-			if got := rec.Header().Values("Vary"); !slices.Contains(got, "Cookie") {
-				t.Errorf("Vary %q, want Cookie", got)
+			want := []string{"Cookie"}
+			switch {
+			case strings.Contains(strings.ToLower(tc.vary), "cookie") || tc.vary == "*":
+				want = []string{tc.vary}
+			case tc.vary != "":
+				want = []string{tc.vary, "Cookie"}
+			}
+			if got := rec.Header().Values("Vary"); !slices.Equal(got, want) {
+				t.Errorf("Vary %q, want %q", got, want)
 			}
 			if got := rec.Header().Get("Cache-Control"); got != tc.want {
 				t.Errorf("Cache-Control %q, want %q", got, tc.want)
@@ -1334,6 +1365,59 @@ func TestMiddlewareHijacker(t *testing.T) {
 			t.Fatalf("%d documents for a session whose cookie could never be sent", n)
 		}
 	})
+	t.Run("a failed hijack leaves the response its save", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone})
+		rec := newBrowser().do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			s.Values["ws"] = false
+			if _, _, err := w.(http.Hijacker).Hijack(); err == nil { // a ResponseRecorder cannot be hijacked
+				t.Fatal("hijacked a ResponseRecorder")
+			}
+			_, _ = io.WriteString(w, "fallback") // as over HTTP/2, which cannot hijack
+		}).ServeHTTP)
+		if responseCookie(rec.Header(), testSessionName) == nil || f.count(t) != 1 {
+			t.Fatalf("Set-Cookie %q and %d documents, want the session saved with its cookie", rec.Header().Values("Set-Cookie"), f.count(t))
+		}
+	})
+}
+
+// TestMiddlewareRegenerates checks that the middleware regenerates a
+// session whose ID the handler cleared, and that a change after
+// RegenerateID sends one cookie: the session's new one.
+func TestMiddlewareRegenerates(t *testing.T) {
+	for name, handle := range map[string]func(*Store, http.ResponseWriter, *http.Request, *sessions.Session) error{
+		"ID cleared": func(_ *Store, _ http.ResponseWriter, _ *http.Request, s *sessions.Session) error {
+			s.ID = ""
+			return nil
+		},
+		"RegenerateID, then a change": func(store *Store, w http.ResponseWriter, r *http.Request, s *sessions.Session) error {
+			err := store.RegenerateID(r, w, s)
+			s.Values["role"] = "admin"
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone, TouchInterval: -1})
+			b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+			old := b.cookies[testSessionName].Value
+			rec := b.do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				if err := handle(f.store, w, r, s); err != nil {
+					t.Error(err)
+				}
+				http.Redirect(w, r, "/", http.StatusSeeOther)
+			}).ServeHTTP)
+			if set := rec.Header().Values("Set-Cookie"); len(set) != 1 || b.cookies[testSessionName].Value == old {
+				t.Fatalf("Set-Cookie %q, want the session's new cookie, once", set)
+			}
+			if s, _ := loadSession(t, f, b); s.IsNew || s.Values["user"] != "ada" {
+				t.Errorf("the new cookie loads %v, want the session", s.Values)
+			}
+			stale := newBrowser()
+			stale.cookies[testSessionName] = &http.Cookie{Name: testSessionName, Value: old}
+			if s, _ := loadSession(t, f, stale); !s.IsNew {
+				t.Error("the old cookie still loads the session")
+			}
+		})
+	}
 }
 
 // mwServeRecovered serves r with h and returns what h panicked with (nil
