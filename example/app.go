@@ -104,7 +104,7 @@ type app struct {
 // newApp returns the app's HTTP handler:
 //
 //	GET  /login                the login form (or a redirect to the page asked for when logged in)
-//	POST /login                checks the form; 303 to the page asked for (the field next) or /, 401 with the form otherwise
+//	POST /login                checks the form; 303 to the page asked for (the field next) or /, 422 with the form otherwise
 //	GET  /                     the logged-in user and what the store keeps of the session; 303 to /login otherwise
 //	POST /logout               deletes the session and its cookie; 303 to /login
 //	GET  /sessions             the user's sessions on all their devices; 303 to /login?next=/sessions otherwise
@@ -392,7 +392,7 @@ func (a *app) login(w http.ResponseWriter, r *http.Request) {
 		if notice, ok := a.deadSession(w, r); ok {
 			page.Flashes = []flash{notice}
 		}
-		a.render(w, http.StatusUnauthorized, "login", page)
+		a.render(w, http.StatusUnprocessableEntity, "login", page) // not 401: that needs WWW-Authenticate, for HTTP authentication
 		return
 	}
 
@@ -465,11 +465,7 @@ func (a *app) home(w http.ResponseWriter, r *http.Request) {
 	// session is saved, it gives exactly what the document holds.
 	setPageHeaders(w)
 	w.WriteHeader(http.StatusOK)
-	times, ok := a.store.Times(sess)
-	if !ok {
-		// Not stored: the save failed and the error handler has answered.
-		return
-	}
+	times, _ := a.store.Times(sess)
 	mode, how := describeExpiry(a.expiry)
 	page := homePage{
 		Flashes:   flashes,
@@ -483,7 +479,7 @@ func (a *app) home(w http.ResponseWriter, r *http.Request) {
 		page.AbsoluteExpiresAt = times.CreatedAt.Add(a.absolute)
 	}
 	err := a.pages["home"].ExecuteTemplate(w, "layout", page)
-	if err != nil {
+	if err != nil && !errors.Is(err, mongostore.ErrResponseDiscarded) { // else the save failed, and onError answered
 		a.logger.Error("render home page", "error", err.Error())
 	}
 }

@@ -165,15 +165,15 @@ func TestWrongPassword(t *testing.T) {
 		{"demo", strings.Repeat("x", 100), "password"},
 	} {
 		r := b.post("/login", url.Values{"username": {tc.user}, "password": {tc.password}})
-		wantStatus(t, fmt.Sprintf("POST /login %q/%q", tc.user, tc.password), r, http.StatusUnauthorized, "")
+		wantStatus(t, fmt.Sprintf("POST /login %q/%q", tc.user, tc.password), r, http.StatusUnprocessableEntity, "")
 		if !strings.Contains(r.body, "Wrong username or password.") || !strings.Contains(r.body, `name="password"`) {
-			t.Errorf("401 page lacks the error message or the form:\n%s", r.body)
+			t.Errorf("422 page lacks the error message or the form:\n%s", r.body)
 		}
 		if !strings.Contains(r.body, fmt.Sprintf(`name="username" value="%s"`, tc.user)) {
-			t.Errorf("401 page does not keep the user name %q", tc.user)
+			t.Errorf("422 page does not keep the user name %q", tc.user)
 		}
 		if got := autofocused(t, r.body); got != tc.focus {
-			t.Errorf("401 page after %q/%q: autofocus on %q, want %q", tc.user, tc.password, got, tc.focus)
+			t.Errorf("422 page after %q/%q: autofocus on %q, want %q", tc.user, tc.password, got, tc.focus)
 		}
 		if c := r.header.Get("Set-Cookie"); c != "" {
 			t.Errorf("failed login set a cookie: %s", c)
@@ -269,7 +269,7 @@ func TestLoginReturnsToAskedPage(t *testing.T) {
 		return url.Values{"username": {"demo"}, "password": {password}, "next": {next}}
 	}
 	r = b.post("/login", creds("wrong", "/sessions"))
-	wantStatus(t, "POST /login, wrong password", r, http.StatusUnauthorized, "")
+	wantStatus(t, "POST /login, wrong password", r, http.StatusUnprocessableEntity, "")
 	if !strings.Contains(r.body, field) {
 		t.Errorf("the form after a wrong password lacks %s:\n%s", field, r.body)
 	}
@@ -658,7 +658,7 @@ func TestDatabaseRoundTrips(t *testing.T) {
 		{"GET /login (after logout)", func() response { return b.get("/login") }, 200, map[string]int{}},
 		{"POST /login (wrong password)", func() response {
 			return b.post("/login", url.Values{"username": {"demo"}, "password": {"nope"}})
-		}, 401, map[string]int{}},
+		}, 422, map[string]int{}},
 		{"GET /healthz", func() response { return b.get("/healthz") }, 200, map[string]int{"ping": 1}},
 	}
 	for _, s := range steps {

@@ -965,7 +965,7 @@ func longContentServer(t *testing.T, longName, dataDir string) *httptest.Server 
 	mode, how := describeExpiry(mongostore.ExpiryGC)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) {
-		a.render(w, http.StatusUnauthorized, "login", loginPage{
+		a.render(w, http.StatusUnprocessableEntity, "login", loginPage{
 			Flashes:  []flash{{kindWarning, fmt.Sprintf(noticeIdle, spellDuration(sessionLifetime-time.Second))}},
 			Username: longName, Error: "Wrong username or password.", Next: "/sessions",
 		})

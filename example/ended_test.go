@@ -168,7 +168,7 @@ func TestSessionEndedNotices(t *testing.T) {
 		},
 		{
 			name: "signed with another key, found by a failed login", method: http.MethodPost, path: "/login",
-			status: http.StatusUnauthorized, notice: noticeUnreadable, cookie: true,
+			status: http.StatusUnprocessableEntity, notice: noticeUnreadable, cookie: true,
 			gone: func(t *testing.T, app *testApp) *browser {
 				other := newBrowser(t, startApp(t, nil).url)
 				other.login("demo", "demo")

@@ -44,7 +44,7 @@ func everyPage(t *testing.T) []shownPage {
 	anon, b1, b2 := newBrowser(t, app.url), newBrowser(t, app.url), newBrowser(t, app.url)
 	keep("login", anon.get("/login"), http.StatusOK)
 	keep("login, returning to /sessions", anon.get("/login?next=/sessions"), http.StatusOK)
-	keep("login, wrong password", anon.post("/login", url.Values{"username": {"demo"}, "password": {"nope"}}), http.StatusUnauthorized)
+	keep("login, wrong password", anon.post("/login", url.Values{"username": {"demo"}, "password": {"nope"}}), http.StatusUnprocessableEntity)
 	b1.loginAs("demo", "demo", firefoxLinux)
 	keep("home, first visit", b1.get("/"), http.StatusOK)
 	keep("home", b1.get("/"), http.StatusOK)
