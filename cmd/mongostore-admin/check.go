@@ -64,6 +64,8 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 		if derr := drop(); derr != nil {
 			fmt.Fprintf(a.stderr, "mongostore-admin check: %v\n", derr)
 			err = cmp.Or(err, problemf("check left its scratch collection or database behind"))
+		} else {
+			r.line("scratch", "%s.%s, dropped", scratch.Database().Name(), scratch.Name())
 		}
 	}()
 	pr, err := runProbes(ctx, scratch)
@@ -76,11 +78,10 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 		r.line(map[bool]string{true: "ExpiryAuto"}[i == 0], "%s", v)
 	}
 	checkConcerns(ctx, c, info, r)
-	r.line("scratch", "%s.%s, dropped at the end", scratch.Database().Name(), scratch.Name())
 	if fails != "" {
 		return problemf("%s", fails)
 	}
-	return nil
+	return ctx.Err() // a step cut short by -timeout or Ctrl-C said less than it should
 }
 
 // checkCollection says what c's collection holds and returns its indexes.
@@ -311,6 +312,8 @@ func defaultWriteConcern(ctx context.Context, client *mongo.Client) string {
 		return " (the server has no getDefaultRWConcern to say which)"
 	case setup.IsAnswer(err):
 		return " (getDefaultRWConcern: " + serverAnswer(err) + ")"
+	case err != nil:
+		return " (not known: getDefaultRWConcern got no answer)"
 	}
 	s := ""
 	if d, ok := raw.Lookup("defaultWriteConcern").DocumentOK(); ok {

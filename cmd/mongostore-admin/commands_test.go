@@ -389,14 +389,21 @@ func TestEnd(t *testing.T) {
 	if err != nil || len(list) != 1 {
 		t.Fatalf("ListSessions(bob) = %d sessions, %v", len(list), err)
 	}
-	r = runCmd(t, col, "end", "-owner", "bob", "-handle", "not-a-handle")
-	if r.code != 1 {
-		t.Errorf("exit code %d for an unknown handle, want 1", r.code)
+	for _, dry := range [][]string{{"-dry-run"}, nil} {
+		r = runCmd(t, col, append([]string{"end", "-owner", "bob", "-handle", "not-a-handle"}, dry...)...)
+		if r.code != 1 || r.stdout != "" {
+			t.Errorf("end %v, an unknown handle: exit code %d, stdout %q; want 1, nothing", dry, r.code, r.stdout)
+		}
 	}
 	mustContain(t, "stderr", r.stderr, `no live session of "bob" has the handle "not-a-handle"`, "mongostore-admin sessions -owner bob")
 	if !loads(t, f.store, f.bob) {
 		t.Error("an unknown handle ended bob's session")
 	}
+	r = runCmd(t, col, "end", "-owner", "bob", "-handle", list[0].Handle, "-dry-run")
+	if r.code != 0 || !loads(t, f.store, f.bob) {
+		t.Fatalf("end -dry-run of bob's session: exit code %d, or it ended the session", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, "a dry run, nothing was ended: end would end the session "+list[0].Handle+` of "bob"`)
 	r = runCmd(t, map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey}, "end", "-owner", "alice", "-handle", list[0].Handle)
 	if r.code != 1 {
 		t.Errorf("exit code %d for bob's handle given as alice's, want 1", r.code)

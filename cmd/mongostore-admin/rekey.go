@@ -40,23 +40,22 @@ or hold values of types it cannot decode (Store.Rekey re-seals those).`,
 }
 
 func (a *app) rekey(ctx context.Context, store *mongostore.Store, none string, opts mongostore.RekeyOptions) error {
-	start := time.Now()
-	progress := func(rc mongostore.RekeyCounts) {
-		fmt.Fprintf(a.stderr, "rekey: %d sessions read, %d re-sealed, %d unverified, %d undecodable (%.0f/s)\n",
-			rc.Live, rc.Changed, rc.Unverified, rc.Undecodable, float64(rc.Live)/max(time.Since(start).Seconds(), 1e-3))
+	start, verb := time.Now(), map[bool]string{true: "to re-seal", false: "re-sealed"}[opts.DryRun]
+	opts.Progress = func(rc mongostore.RekeyCounts) {
+		fmt.Fprintf(a.stderr, "rekey: %d sessions read, %d %s, %d unverified, %d undecodable (%.0f/s)\n",
+			rc.Live, rc.Changed, verb, rc.Unverified, rc.Undecodable, float64(rc.Live)/max(time.Since(start).Seconds(), 1e-3))
 	}
-	opts.Progress = progress
 	rc, err := store.Rekey(ctx, opts)
 	if errors.Is(err, mongostore.ErrInvalidConfig) { // refused before reading anything
 		return fmt.Errorf("%w (Decrypt is -decrypt here, SingleProcess -offline)", err)
 	}
-	verb := map[bool]string{true: "to re-seal", false: "re-sealed"}[opts.DryRun]
-	fmt.Fprintf(a.stdout, "%s%s: %d %s under the first key pair (%d encrypted, %d decrypted), %d verified by none of the keys, %d with values this command cannot decode (left alone)\n",
-		plural(int(rc.Live), "live session"), none, rc.Changed, verb, rc.Encrypted, rc.Decrypted, rc.Unverified, rc.Undecodable)
+	stopped := map[bool]string{true: "until it stopped: "}[err != nil]
+	fmt.Fprintf(a.stdout, "%s%s%s: %d %s under the first key pair (%d encrypted, %d decrypted), %d verified by none of the keys, %d with values this command cannot decode (left alone)\n",
+		stopped, plural(int(rc.Live), "live session"), none, rc.Changed, verb, rc.Encrypted, rc.Decrypted, rc.Unverified, rc.Undecodable)
 	fmt.Fprintf(a.stdout, "before: %s\n", byKey(rc))
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w (what was re-sealed stays so: run rekey again to finish)", err)
+		return fmt.Errorf("%w (what was re-sealed stays so, and the write under way may have landed: run rekey again to finish)", err)
 	case rc.Unverified > 0:
 		return problemf("%s verify with none of the keys given: give every key pair the application has, first the new one", plural(int(rc.Unverified), "session"))
 	case rc.Undecodable > 0:

@@ -132,3 +132,23 @@ func TestSessionsUnderAKeyNotGiven(t *testing.T) {
 		t.Fatalf("end -owner alice: exit %d, stdout %q, stderr %q; want her 2 sessions under the key given ended, and a warning", r.code, r.stdout, r.stderr)
 	}
 }
+
+// TestSessionsOfBeforeARotation checks that the warning of sessions under
+// a key not given comes even when the latest saved sessions (a sample's
+// first ten) are all under the key given: a rotation's older sessions
+// expire first.
+func TestSessionsOfBeforeARotation(t *testing.T) {
+	f := newFixture(t)
+	old := newStore(t, f.coll, mongostore.Config{Expiry: mongostore.ExpiryNone}, time.Time{}, bytes.Repeat([]byte{0x9a}, 32))
+	old.MaxAge(3600)
+	for range 3 {
+		login(t, old, "alice", "Old phone")
+	}
+	for range 12 {
+		login(t, f.store, "carol", "Laptop")
+	}
+	r := runCmd(t, map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey}, "end", "-owner", "alice")
+	if r.code != 0 || !strings.Contains(r.stderr, "do not open with these keys") {
+		t.Fatalf("end -owner alice: exit %d, stderr %q; want a warning of her sessions under a key not given", r.code, r.stderr)
+	}
+}

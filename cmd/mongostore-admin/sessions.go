@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -69,9 +70,29 @@ collection's sessions.`,
 
 // wouldEnd lists the sessions end would end, and ends none.
 func (a *app) wouldEnd(ctx context.Context, store *mongostore.Store, none, owner, handle string) error {
-	which := map[bool]string{true: "every session of " + fmt.Sprintf("%q", owner), false: "the one with handle " + handle}[handle == ""]
-	fmt.Fprintf(a.stdout, "a dry run, nothing was ended: end would end %s of these:\n", which)
-	return a.sessions(ctx, store, none, owner, false)
+	list, err := store.ListSessions(ctx, owner, nil)
+	i := slices.IndexFunc(list, func(s mongostore.OwnedSession) bool { return s.Handle == handle })
+	switch {
+	case err != nil:
+		return err
+	case handle == "":
+		fmt.Fprintf(a.stdout, "a dry run, nothing was ended: end would end every session of %q of these:\n", owner)
+		return a.printSessions(list, none, owner, false)
+	case i < 0:
+		return noHandle(owner, handle)
+	}
+	_, err = fmt.Fprintf(a.stdout, "a dry run, nothing was ended: end would end %s\n", describe(list[i], owner))
+	return err
+}
+
+// noHandle is the error of a handle that names no live session of owner.
+func noHandle(owner, handle string) error {
+	return problemf("no live session of %q has the handle %q (list them: mongostore-admin sessions -owner %s)", owner, handle, shellQuote(owner))
+}
+
+// describe names s, a session of owner, for a line of end's.
+func describe(s mongostore.OwnedSession, owner string) string {
+	return fmt.Sprintf("the session %s of %q (%s, last saved %s UTC)", s.Handle, owner, cmp.Or(printable(s.Device), "no device label"), utc(s.UpdatedAt))
 }
 
 // ownerFlag defines -owner on fs; it returns it, and the check that it is given.
@@ -117,9 +138,15 @@ type ownedSession struct {
 
 func (a *app) sessions(ctx context.Context, store *mongostore.Store, none, owner string, asJSON bool) error {
 	list, err := store.ListSessions(ctx, owner, nil)
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
+	}
+	return a.printSessions(list, none, owner, asJSON)
+}
+
+// printSessions prints list, owner's sessions (none notes that the collection holds none).
+func (a *app) printSessions(list []mongostore.OwnedSession, none, owner string, asJSON bool) error {
+	switch {
 	case asJSON:
 		out := make([]ownedSession, 0, len(list))
 		for _, s := range list {
@@ -146,10 +173,9 @@ func (a *app) end(ctx context.Context, store *mongostore.Store, none, owner, han
 		case err != nil:
 			return err
 		case !ended:
-			return problemf("no live session of %q has the handle %q (list them: mongostore-admin sessions -owner %s)", owner, handle, shellQuote(owner))
+			return noHandle(owner, handle)
 		}
-		_, err = fmt.Fprintf(a.stdout, "ended the session %s of %q (%s, last saved %s UTC)\n", s.Handle, owner,
-			cmp.Or(printable(s.Device), "no device label"), utc(s.UpdatedAt))
+		_, err = fmt.Fprintf(a.stdout, "ended %s\n", describe(s, owner))
 		return err
 	}
 	n, err := store.EndOtherSessions(ctx, owner, nil)
@@ -195,28 +221,43 @@ func shellQuote(s string) string {
 const sampleSize = 10
 
 // sessionSample returns the sessions among a sample of c's documents: the live ones that expire
-// last (the latest saved, with the current keys), or any; it fails if c is missing, or not the store's.
+// last (the latest saved, with the current keys) and first (the oldest: under the keys of before a
+// rotation, if any is left), or any; it fails if c is missing, or not the store's.
 func (a *app) sessionSample(ctx context.Context, c *conn) ([]bson.Raw, error) {
 	if err := c.requireCollection(ctx); err != nil {
 		return nil, err
 	}
+	live := expiresAt("$gt", time.Now())
 	var docs []bson.Raw
 	for _, q := range []struct {
 		filter bson.D
 		opts   *options.FindOptionsBuilder
 	}{
-		{expiresAt("$gt", time.Now()), options.Find().SetSort(bson.D{{Key: setup.FieldExpiresAt, Value: -1}})},
-		{bson.D{}, options.Find()}, // in natural order: no sort of a collection that may have no index for it
+		{live, options.Find().SetSort(bson.D{{Key: setup.FieldExpiresAt, Value: -1}})},
+		{live, options.Find().SetSort(bson.D{{Key: setup.FieldExpiresAt, Value: 1}})},
+		{bson.D{}, options.Find()}, // if none is live, in natural order: no sort of a collection that may have no index for it
 	} {
+		if len(q.filter) == 0 && len(docs) > 0 {
+			break
+		}
+		var found []bson.Raw
 		cur, err := c.coll.Find(ctx, q.filter, q.opts.SetLimit(sampleSize))
 		if err == nil {
-			err = cur.All(ctx, &docs)
+			err = cur.All(ctx, &found)
 		}
-		if err != nil || len(docs) > 0 {
-			return a.sessionsOf(c, docs, wrap("sample the documents of "+c.name(), err))
+		if err != nil {
+			return nil, wrap("sample the documents of "+c.name(), err)
+		}
+		for _, d := range found {
+			if !slices.ContainsFunc(docs, func(o bson.Raw) bool { return o.Lookup("_id").Equal(d.Lookup("_id")) }) {
+				docs = append(docs, d)
+			}
 		}
 	}
-	return nil, nil
+	if len(docs) == 0 {
+		return nil, nil
+	}
+	return a.sessionsOf(c, docs, nil)
 }
 
 // sessionsOf returns the sessions among docs, sampled from c, unless err.
