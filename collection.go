@@ -503,6 +503,37 @@ func (c collection) deleteExpired(ctx context.Context, now time.Time) (int64, er
 	return c.deleteMany(ctx, "delete expired sessions", expiredFilter(now), sweepComment)
 }
 
+// deleteExpiredLocked deletes every document expired at now, as
+// deleteExpired does, but batch at a time, each under its sessions' chain
+// locks: FerretDB v1's delete reads, then deletes by _id, and could delete
+// what a save of this process has just extended.
+func (c collection) deleteExpiredLocked(ctx context.Context, now time.Time, batch int) (int64, error) {
+	var n int64
+	for {
+		docs, err := c.findExpired(ctx, now, batch)
+		if err != nil || len(docs) == 0 {
+			return n, err
+		}
+		ids, chains := make(bson.A, 0, len(docs)), make([]string, 0, len(docs))
+		for _, raw := range docs {
+			ids = append(ids, raw.Lookup(fieldID))
+			if chain, ok := raw.Lookup(fieldID).StringValueOK(); ok {
+				chains = append(chains, chain)
+			}
+		}
+		unlock, err := c.locks.lockAll(ctx, chains)
+		if err != nil {
+			return n, err
+		}
+		filter := append(expiredFilter(now), bson.E{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}})
+		deleted, err := c.deleteMany(ctx, "delete expired sessions", filter, sweepComment)
+		unlock()
+		if n += deleted; err != nil || len(docs) < batch || deleted == 0 {
+			return n, err
+		}
+	}
+}
+
 // findExpired returns up to limit documents expired at now.
 func (c collection) findExpired(ctx context.Context, now time.Time, limit int) ([]bson.Raw, error) {
 	cur, err := c.c.Find(ctx, expiredFilter(now), options.Find().SetLimit(int64(limit)).SetComment(sweepComment))

@@ -56,8 +56,9 @@ func (s *Store) sweepContext(ctx context.Context) (context.Context, context.Canc
 // ctx gives ErrInvalidConfig): for
 // ExpiryNone, from a cron job say. Without Config.OnEvent it is one
 // command (the server checks the expiry, so a session saved meanwhile
-// stays); with it, or on FerretDB v1 (whose deletes are not atomic), the
-// expired sessions are read and deleted one by one, each an EventExpired.
+// stays), or on FerretDB v1, whose deletes are not atomic, a find and a
+// delete of each 500 under their chain locks; with it, the expired
+// sessions are read and deleted one by one, each an EventExpired.
 // It is bounded by Timeout or GCInterval, whichever is longer, and carries
 // the comment "mongostore gc sweep". Errors wrap ErrDatabase.
 func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
@@ -71,17 +72,19 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	var n int64
 	switch {
 	case err != nil:
-	case s.cfg.OnEvent == nil && atomic:
+	case s.cfg.OnEvent != nil:
+		n, err = s.expireEach(ctx, s.cfg.Now())
+	case atomic:
 		n, err = s.coll.deleteExpired(ctx, s.cfg.Now())
 	default:
-		n, err = s.expireEach(ctx, s.cfg.Now())
+		n, err = s.coll.deleteExpiredLocked(ctx, s.cfg.Now(), sweepBatch)
 	}
 	sp.count = n
 	sp.end(err)
 	return n, err
 }
 
-// sweepBatch is how many expired sessions expireEach reads at a time.
+// sweepBatch is how many expired sessions a sweep reads at a time.
 const sweepBatch = 500
 
 // expireEach deletes the documents expired at now one at a time, and

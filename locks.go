@@ -3,6 +3,7 @@ package mongostore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -58,4 +59,25 @@ func (l *chainLocks) lock(ctx context.Context, chain string) (func(), error) {
 		release()
 		return nil, fmt.Errorf("%w: wait for a concurrent save: %w", ErrDatabase, ctx.Err())
 	}
+}
+
+// lockAll takes the locks of chains, in sorted order (two callers never
+// wait on each other), and returns their unlock.
+func (l *chainLocks) lockAll(ctx context.Context, chains []string) (func(), error) {
+	slices.Sort(chains)
+	var unlocks []func()
+	unlock := func() {
+		for _, u := range unlocks {
+			u()
+		}
+	}
+	for _, chain := range slices.Compact(chains) {
+		u, err := l.lock(ctx, chain)
+		if err != nil {
+			unlock()
+			return nil, err
+		}
+		unlocks = append(unlocks, u)
+	}
+	return unlock, nil
 }
