@@ -310,6 +310,16 @@ func (c collection) atomicWrites(ctx context.Context) (bool, error) {
 	return kind == atomicYes, nil
 }
 
+// lockNonAtomic takes chain's lock where the server's writes read, then
+// write by _id (FerretDB v1): there a release of a session's lock or a
+// delete could undo a save of this process. Elsewhere it takes none.
+func (c collection) lockNonAtomic(ctx context.Context, chain string) (func(), error) {
+	if c.atomic.Load() == atomicYes {
+		return func() {}, nil
+	}
+	return c.locks.lock(ctx, chain)
+}
+
 func dbError(op string, err error) error { return fmt.Errorf("%w: %s: %w", ErrDatabase, op, err) }
 
 // uncertain reports whether err leaves a write's outcome unknown: a
@@ -465,10 +475,8 @@ func (c collection) acquire(ctx context.Context, id, sid, holder string, now, un
 }
 
 // release releases holder's lock of the document id, if it still holds it.
-// FerretDB v1's update reads, then writes the whole document: it runs
-// under the chain's lock, or it could undo a save of this process.
 func (c collection) release(ctx context.Context, id, holder string) error {
-	unlock, err := c.locks.lock(ctx, id)
+	unlock, err := c.lockNonAtomic(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -503,35 +511,24 @@ func (c collection) deleteExpired(ctx context.Context, now time.Time) (int64, er
 	return c.deleteMany(ctx, "delete expired sessions", expiredFilter(now), sweepComment)
 }
 
-// deleteExpiredLocked deletes every document expired at now, as
-// deleteExpired does, but batch at a time, each under its sessions' chain
-// locks: FerretDB v1's delete reads, then deletes by _id, and could delete
-// what a save of this process has just extended.
-func (c collection) deleteExpiredLocked(ctx context.Context, now time.Time, batch int) (int64, error) {
-	var n int64
-	for {
-		docs, err := c.findExpired(ctx, now, batch)
-		if err != nil || len(docs) == 0 {
-			return n, err
-		}
-		ids, chains := make(bson.A, 0, len(docs)), make([]string, 0, len(docs))
-		for _, raw := range docs {
-			ids = append(ids, raw.Lookup(fieldID))
-			if chain, ok := raw.Lookup(fieldID).StringValueOK(); ok {
-				chains = append(chains, chain)
-			}
-		}
-		unlock, err := c.locks.lockAll(ctx, chains)
-		if err != nil {
-			return n, err
-		}
-		filter := append(expiredFilter(now), bson.E{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}})
-		deleted, err := c.deleteMany(ctx, "delete expired sessions", filter, sweepComment)
-		unlock()
-		if n += deleted; err != nil || len(docs) < batch || deleted == 0 {
-			return n, err
+// deleteExpiredIn deletes those of docs, read expired, that are expired
+// at now: one command, under their chains' locks where the server's delete
+// reads, then deletes by _id (FerretDB v1).
+func (c collection) deleteExpiredIn(ctx context.Context, docs []bson.Raw, now time.Time) (int64, error) {
+	ids, chains := make(bson.A, 0, len(docs)), make([]string, 0, len(docs))
+	for _, raw := range docs {
+		ids = append(ids, raw.Lookup(fieldID))
+		if chain, ok := raw.Lookup(fieldID).StringValueOK(); ok {
+			chains = append(chains, chain)
 		}
 	}
+	unlock, err := c.locks.lockAll(ctx, chains)
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
+	filter := append(expiredFilter(now), bson.E{Key: fieldID, Value: bson.D{{Key: "$in", Value: ids}}})
+	return c.deleteMany(ctx, "delete expired sessions", filter, sweepComment)
 }
 
 // findExpired returns up to limit documents expired at now.
@@ -544,12 +541,10 @@ func (c collection) findExpired(ctx context.Context, now time.Time, limit int) (
 }
 
 // deleteExpiredOne deletes the document id if it is expired at now or
-// still at revision rev, and says whether it did. A session's runs under
-// its chain's lock: FerretDB v1's delete reads, then deletes by _id, and
-// could delete what a save of this process has just extended.
-func (c collection) deleteExpiredOne(ctx context.Context, id any, rev int64, now time.Time) (bool, error) {
-	if chain, ok := id.(string); ok {
-		unlock, err := c.locks.lock(ctx, chain)
+// still at revision rev, and says whether it did.
+func (c collection) deleteExpiredOne(ctx context.Context, id bson.RawValue, rev int64, now time.Time) (bool, error) {
+	if chain, ok := id.StringValueOK(); ok {
+		unlock, err := c.lockNonAtomic(ctx, chain)
 		if err != nil {
 			return false, err
 		}

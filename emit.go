@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gorilla/sessions"
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // The store reports each transition of a session to Config.OnEvent, once,
@@ -56,11 +57,11 @@ func (s *Store) emitEnd(ctx context.Context, reason EndReason, st sessionState) 
 // expired deletes d, met expired by a load, unless saved since, and
 // reports it if it did: once, whichever request meets it first. Without a
 // subscriber, the TTL index or the GC deletes it.
-func (s *Store) expired(ctx context.Context, d *document, values map[any]any) {
+func (s *Store) expired(ctx context.Context, raw bson.Raw, d *document, values map[any]any) {
 	if s.cfg.OnEvent == nil {
 		return
 	}
-	deleted, err := s.coll.deleteExpiredOne(ctx, d.id, d.rev, s.cfg.Now())
+	deleted, err := s.coll.deleteExpiredOne(ctx, raw.Lookup(fieldID), d.rev, s.cfg.Now())
 	if err != nil {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: deleting an expired session", slog.String("error", err.Error()))
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gorilla/sessions"
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // startGC starts the goroutine that deletes expired sessions every
@@ -70,14 +71,15 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	ctx, sp := s.tel.start(ctx, opGCSweep)
 	atomic, err := s.coll.atomicWrites(ctx)
 	var n int64
+	now := s.cfg.Now()
 	switch {
 	case err != nil:
 	case s.cfg.OnEvent != nil:
-		n, err = s.expireEach(ctx, s.cfg.Now())
+		n, err = s.sweepBatches(ctx, now, func(docs []bson.Raw) (int64, error) { return s.expireEach(ctx, docs, now) })
 	case atomic:
-		n, err = s.coll.deleteExpired(ctx, s.cfg.Now())
+		n, err = s.coll.deleteExpired(ctx, now)
 	default:
-		n, err = s.coll.deleteExpiredLocked(ctx, s.cfg.Now(), sweepBatch)
+		n, err = s.sweepBatches(ctx, now, func(docs []bson.Raw) (int64, error) { return s.coll.deleteExpiredIn(ctx, docs, now) })
 	}
 	sp.count = n
 	sp.end(err)
@@ -87,36 +89,40 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 // sweepBatch is how many expired sessions a sweep reads at a time.
 const sweepBatch = 500
 
-// expireEach deletes the documents expired at now one at a time, and
-// reports each it deleted that verifies as a session.
-func (s *Store) expireEach(ctx context.Context, now time.Time) (int64, error) {
+// sweepBatches reads the documents expired at now, sweepBatch at a time,
+// and hands each batch to del, which deletes and counts; it stops after a
+// short batch, or one of which del deleted none (rather than spin).
+func (s *Store) sweepBatches(ctx context.Context, now time.Time, del func([]bson.Raw) (int64, error)) (int64, error) {
 	var n int64
 	for {
 		docs, err := s.coll.findExpired(ctx, now, sweepBatch)
 		if err != nil || len(docs) == 0 {
 			return n, err
 		}
-		before := n
-		for _, raw := range docs {
-			rev, _ := raw.Lookup(fieldRev).AsInt64OK()
-			var id any = raw.Lookup(fieldID)
-			if chain, ok := raw.Lookup(fieldID).StringValueOK(); ok {
-				id = chain // a session's: deleted under its chain's lock
-			}
-			deleted, err := s.coll.deleteExpiredOne(ctx, id, rev, now)
-			if err != nil {
-				return n, err
-			}
-			if !deleted {
-				continue
-			}
-			n++
-			if d, _, values, err := s.open(raw); err == nil { // only sessions are reported
-				s.emit(ctx, EventExpired, "", stateOf(&d, nil, values, &sessions.Options{MaxAge: d.maxAge}))
-			}
-		}
-		if len(docs) < sweepBatch || n == before { // n == before: none deletable, stop rather than spin
-			return n, nil
+		deleted, err := del(docs)
+		if n += deleted; err != nil || len(docs) < sweepBatch || deleted == 0 {
+			return n, err
 		}
 	}
+}
+
+// expireEach deletes docs, read expired at now, one at a time, and reports
+// each it deleted that verifies as a session.
+func (s *Store) expireEach(ctx context.Context, docs []bson.Raw, now time.Time) (int64, error) {
+	var n int64
+	for _, raw := range docs {
+		rev, _ := raw.Lookup(fieldRev).AsInt64OK()
+		deleted, err := s.coll.deleteExpiredOne(ctx, raw.Lookup(fieldID), rev, now)
+		if err != nil {
+			return n, err
+		}
+		if !deleted {
+			continue
+		}
+		n++
+		if d, _, values, err := s.open(raw); err == nil { // only sessions are reported
+			s.emit(ctx, EventExpired, "", stateOf(&d, nil, values, &sessions.Options{MaxAge: d.maxAge}))
+		}
+	}
+	return n, nil
 }

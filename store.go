@@ -144,7 +144,7 @@ func (s *Store) load(ctx context.Context, l *loading, tokens []cookieToken) (out
 // expired session is reported, and a lock taken for holder released.
 func (s *Store) refused(ctx context.Context, raw bson.Raw, d *document, values map[any]any, openErr error, holder string) {
 	if openErr == nil && !s.live(d, s.cfg.Now()) {
-		s.expired(ctx, d, values)
+		s.expired(ctx, raw, d, values)
 	}
 	if lock, _ := raw.Lookup(fieldLock).StringValueOK(); holder != "" && lock == holder {
 		s.release(ctx, d.id, holder)
@@ -396,8 +396,13 @@ func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *se
 	if err := checkArgs(r, w, session); err != nil {
 		return err
 	}
+	token := session.ID
 	session.ID = ""
-	return s.Save(r, w, session)
+	err := s.Save(r, w, session)
+	if errors.Is(err, ErrSessionGone) {
+		session.ID = token // nothing left to regenerate: the middleware must not try again
+	}
+	return err
 }
 
 // Times returns the session's times as last loaded or saved by this
