@@ -202,8 +202,8 @@ func (c cookieCodec) encode(name, id string) (string, error) {
 }
 
 // setCookie sets the cookie called name to value, or with opts.MaxAge < 0
-// expires it, in place of one the response already sets (a save after
-// RegenerateID). A cookie with a Max-Age never outlives the session's
+// expires it, in place of one of that path and domain the response already
+// sets (a save after RegenerateID). A cookie with a Max-Age never outlives the session's
 // document, which expires at expiresAt.
 func setCookie(w http.ResponseWriter, name, value string, opts *sessions.Options, expiresAt, now time.Time) {
 	o := *opts
@@ -213,12 +213,18 @@ func setCookie(w http.ResponseWriter, name, value string, opts *sessions.Options
 			o.MaxAge = max(left, 1)
 		}
 	}
-	h := w.Header()
-	named := func(v string) bool { return len(v) > len(name) && v[len(name)] == '=' && v[:len(name)] == name }
-	if set := h["Set-Cookie"]; slices.ContainsFunc(set, named) {
-		h["Set-Cookie"] = slices.DeleteFunc(slices.Clone(set), named) // a copy: the middleware's snapshot shares set
+	h, c := w.Header(), sessions.NewCookie(name, value, &o)
+	same := func(v string) bool { // a cookie of name, path and domain: browsers would keep the last
+		if len(v) <= len(name) || v[len(name)] != '=' || v[:len(name)] != name {
+			return false
+		}
+		set, err := http.ParseSetCookie(v)
+		return err == nil && set.Path == c.Path && strings.EqualFold(set.Domain, strings.TrimPrefix(c.Domain, "."))
 	}
-	http.SetCookie(w, sessions.NewCookie(name, value, &o))
+	if set := h["Set-Cookie"]; slices.ContainsFunc(set, same) {
+		h["Set-Cookie"] = slices.DeleteFunc(slices.Clone(set), same) // a copy: the middleware's snapshot shares set
+	}
+	http.SetCookie(w, c)
 }
 
 // checkCookieName checks that browsers would send a cookie called name

@@ -1380,6 +1380,41 @@ func TestMiddlewareHijacker(t *testing.T) {
 	})
 }
 
+// TestMiddlewareAfterAFailedRegeneration checks that a RegenerateID that
+// found the session ended leaves the handler's answer standing: the
+// middleware does not try again, and onError does not replace it.
+func TestMiddlewareAfterAFailedRegeneration(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone, TouchInterval: -1})
+	b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+	rec := b.do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		if _, err := f.coll.DeleteMany(r.Context(), bson.D{}); err != nil { // a logout elsewhere
+			t.Fatal(err)
+		}
+		if err := f.store.RegenerateID(r, w, s); !errors.Is(err, ErrSessionGone) {
+			t.Errorf("RegenerateID of an ended session: %v, want ErrSessionGone", err)
+		}
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+	}).ServeHTTP)
+	if rec.Code != http.StatusSeeOther || f.count(t) != 0 {
+		t.Errorf("status %d and %d documents, want the handler's 303, and the session left ended", rec.Code, f.count(t))
+	}
+}
+
+// TestSaveKeepsACookieOfAnotherPath checks that a save replaces only a
+// Set-Cookie of its cookie's name, path and domain: the handler's expiry
+// of a legacy cookie of the name at another path stays.
+func TestSaveKeepsACookieOfAnotherPath(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	rec := newBrowser().do(sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		http.SetCookie(w, &http.Cookie{Name: testSessionName, Path: "/old", MaxAge: -1})
+		s.Values["user"] = "ada"
+		_, _ = io.WriteString(w, "ok")
+	}).ServeHTTP)
+	if set := rec.Header().Values("Set-Cookie"); len(set) != 2 || !strings.Contains(set[0], "Path=/old") {
+		t.Errorf("Set-Cookie %q, want the handler's expiry at /old, then the session's cookie", set)
+	}
+}
+
 // TestMiddlewareRegenerates checks that the middleware regenerates a
 // session whose ID the handler cleared, and that a change after
 // RegenerateID sends one cookie: the session's new one.
