@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -221,6 +222,9 @@ func (a *app) start(ctx context.Context, cmd command, c *conn, b body) (err erro
 	c.opts = options.Client().ApplyURI(c.uri) // what the URI alone sets, for check
 	c.server = cmp.Or(connstr.Describe(c.uri), "the server in MONGODB_URI")
 	if err := c.opts.Validate(); err != nil {
+		if dns := new(net.DNSError); errors.As(err, &dns) { // mongodb+srv: the servers' lookup failed, not the URI
+			return fmt.Errorf("cannot look up the servers of %s (the server in MONGODB_URI): %v; check the host name and this machine's DNS", c.server, dns.Err)
+		}
 		return usagef("MONGODB_URI: not a valid connection string: %s", connstr.MaskParseError(err.Error(), c.uri))
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)

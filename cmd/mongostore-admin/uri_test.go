@@ -39,3 +39,13 @@ func TestMalformedURIs(t *testing.T) {
 		})
 	}
 }
+
+// TestUnresolvableSRV checks that a mongodb+srv URI whose servers cannot be
+// looked up is a server out of reach (exit 1), not a malformed URI (2).
+func TestUnresolvableSRV(t *testing.T) {
+	r := runCmd(t, map[string]string{"MONGODB_URI": "mongodb+srv://sessions.example.invalid/"}, "stats")
+	if r.code != 1 {
+		t.Errorf("exit code %d, want 1", r.code)
+	}
+	mustContain(t, "stderr", r.stderr, "cannot look up the servers of sessions.example.invalid", "DNS")
+}
