@@ -17,6 +17,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 
 	"github.com/FerretDB/FerretDB/ferretdb"
 )
@@ -41,6 +43,8 @@ type Server struct {
 	uri    string
 	cancel context.CancelFunc
 	done   chan error
+	closed sync.Once
+	err    error // Run's, once closed
 }
 
 // Start starts a server and returns once it accepts connections.
@@ -52,6 +56,9 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	dir, err := filepath.Abs(cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("embeddb: data directory: %w", err)
+	}
+	if strings.ContainsAny(dir, "#?%") { // FerretDB's SQLite URL would cut or unescape them
+		return nil, fmt.Errorf("embeddb: data directory %q: FerretDB cannot use a path holding #, ? or %%", dir)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("embeddb: data directory: %w", err)
@@ -96,8 +103,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 // for example "mongodb://127.0.0.1:40123/".
 func (s *Server) URI() string { return s.uri }
 
-// Close stops the server and waits until it has released its files.
+// Close stops the server and waits until it has released its files; a
+// second Close returns what the first did.
 func (s *Server) Close() error {
-	s.cancel()
-	return <-s.done
+	s.closed.Do(func() {
+		s.cancel()
+		s.err = <-s.done
+	})
+	return s.err
 }

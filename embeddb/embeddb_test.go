@@ -2,6 +2,8 @@ package embeddb
 
 import (
 	"context"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -29,6 +31,9 @@ func TestStartServeClose(t *testing.T) {
 	if err := srv.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
+	if err := srv.Close(); err != nil { // again: no second wait for a server gone
+		t.Fatalf("second Close: %v", err)
+	}
 
 	// The data survives a restart on the same directory.
 	srv, err = Start(ctx, Config{Dir: dir})
@@ -44,6 +49,17 @@ func TestStartServeClose(t *testing.T) {
 	var got struct{ N int }
 	if err := client.Database("embeddb_test").Collection("docs").FindOne(ctx, bson.D{{Key: "_id", Value: "a"}}).Decode(&got); err != nil || got.N != 1 {
 		t.Fatalf("after restart: %+v, %v", got, err)
+	}
+}
+
+// TestStartRefusesAnUnusablePath checks that a data directory FerretDB's
+// SQLite URL cannot carry (as a subtest's TempDir can be) is refused, not
+// used wrongly.
+func TestStartRefusesAnUnusablePath(t *testing.T) {
+	for _, name := range []string{"case #01", "100% full", "why?"} {
+		if _, err := Start(context.Background(), Config{Dir: filepath.Join(t.TempDir(), name)}); err == nil || !strings.Contains(err.Error(), "cannot use a path") {
+			t.Errorf("Start in %q: %v, want it refused", name, err)
+		}
 	}
 }
 

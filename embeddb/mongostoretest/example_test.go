@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 
 	"github.com/mongostore/mongostore"
 	"github.com/mongostore/mongostore/embeddb/mongostoretest"
@@ -41,7 +40,6 @@ type example struct{ cleanups []func() }
 
 func (e *example) Helper()                      {}
 func (e *example) Cleanup(f func())             { e.cleanups = append(e.cleanups, f) }
-func (e *example) TempDir() string              { dir, _ := os.MkdirTemp("", "mongostoretest"); return dir }
 func (e *example) Fatalf(f string, args ...any) { panic(fmt.Sprintf(f, args...)) }
 func (e *example) cleanUp() {
 	for i := len(e.cleanups) - 1; i >= 0; i-- {

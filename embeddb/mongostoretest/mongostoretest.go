@@ -18,6 +18,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"os"
 	"testing"
 	"time"
 
@@ -32,7 +33,6 @@ import (
 type TB interface {
 	Helper()
 	Cleanup(func())
-	TempDir() string
 	Fatalf(format string, args ...any)
 }
 
@@ -42,7 +42,12 @@ var _ TB = testing.TB(nil)
 // returns a client connected to it, disconnected first.
 func Client(tb TB) *mongo.Client {
 	tb.Helper()
-	server, err := embeddb.Start(context.Background(), embeddb.Config{Dir: tb.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	dir, err := os.MkdirTemp("", "mongostoretest-") // not tb.TempDir: a subtest's name can hold a # or %
+	if err != nil {
+		tb.Fatalf("mongostoretest: %v", err)
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	server, err := embeddb.Start(context.Background(), embeddb.Config{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		tb.Fatalf("mongostoretest: %v", err)
 	}

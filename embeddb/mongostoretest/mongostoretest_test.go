@@ -30,3 +30,15 @@ func TestNewStore(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSubtestNames checks that the helper serves subtests whatever their
+// names: a repeated one (Go adds "#01") or one with a % in it.
+func TestSubtestNames(t *testing.T) {
+	for _, name := range []string{"login", "login", "100% full"} {
+		t.Run(name, func(t *testing.T) {
+			if err := mongostoretest.Client(t).Ping(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
