@@ -25,6 +25,15 @@ type Codec interface {
 	Decode(data []byte) (map[any]any, error)
 }
 
+// The compact form's composite types, which a session in the gob form (one
+// value without a compact form) holds as well: gob must know them, as
+// gorilla/sessions registers []any for its flashes.
+func init() {
+	gob.Register(time.Time{})
+	gob.Register(map[string]any{})
+	gob.Register([]any{})
+}
+
 // gobDecode decodes the default codec's fallback, gob as in gorilla's
 // stores: custom types must be registered with gob.Register.
 func gobDecode(data []byte) (values map[any]any, err error) {

@@ -537,3 +537,23 @@ func TestCompactCodecDoesNotPresizeFromClaimedCounts(t *testing.T) {
 		})
 	}
 }
+
+// TestGobFormHoldsTheCompactTypes: a session that goes to the gob form
+// (one value has no compact form) keeps its times, maps and lists, which
+// the application never registered with gob: the store does.
+func TestGobFormHoldsTheCompactTypes(t *testing.T) {
+	values := map[any]any{
+		"profile": codecProfile{ID: 7, Name: "ada"},
+		"loginAt": time.Date(2026, 11, 27, 14, 0, 0, 0, time.UTC),
+		"prefs":   map[string]any{"theme": "dark", "seen": []any{"a", int64(2)}},
+		"flashes": []any{"welcome"},
+	}
+	data, err := (compactCodec{}).Encode(values)
+	if err != nil || data[0] != gobForm {
+		t.Fatalf("Encode: %v (form %q), want the gob form", err, data[:1])
+	}
+	got, err := (compactCodec{}).Decode(data)
+	if err != nil || !reflect.DeepEqual(got, values) {
+		t.Fatalf("Decode = %v, %v; want %v", got, err, values)
+	}
+}
