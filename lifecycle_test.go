@@ -601,3 +601,28 @@ func TestEventsOfTheGCGoroutine(t *testing.T) {
 		t.Fatalf("swept event %+v", e)
 	}
 }
+
+// TestSubscriberMayEndARegeneratedSession: EventRegenerated comes once the
+// session's chain lock is released, so a subscriber can end the session
+// (it waited for the lock until Config.Timeout, and failed).
+func TestSubscriberMayEndARegeneratedSession(t *testing.T) {
+	var store *Store
+	var ended bool
+	var endErr error
+	f := newFixture(t, Config{Expiry: ExpiryNone, Timeout: 2 * time.Second, OnEvent: func(_ context.Context, e Event) {
+		if e.Kind == EventRegenerated {
+			_, ended, endErr = store.EndSession(context.Background(), e.Owner, e.Handle, nil)
+		}
+	}})
+	store = f.store
+	b, _ := loginAs(t, f, "ada", "laptop")
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		if err := f.store.RegenerateID(r, w, s); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if !ended || endErr != nil || f.count(t) != 0 {
+		t.Fatalf("the subscriber's EndSession: ended %v, %v; %d documents left", ended, endErr, f.count(t))
+	}
+}

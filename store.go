@@ -188,9 +188,14 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 	case sv.st.id == "":
 		err = s.insert(ctx, w, sv)
 	default: // an update, or a regeneration with a new secret
-		err = s.update(ctx, w, sv)
+		if err = s.update(ctx, w, sv); err == nil && sv.outcome == outcomeRegenerated {
+			s.emit(ctx, EventRegenerated, "", s.states.get(session)) // the chain's lock released: the subscriber may end it
+		}
 	}
-	sp.outcome, sp.size, sp.retries = sv.outcome, len(sv.data), sv.retries
+	sp.outcome, sp.retries = sv.outcome, sv.retries
+	if sv.outcome != outcomeEnded {
+		sp.size = len(sv.data)
+	}
 	sp.end(err)
 	if owner, _ := ownerOf(session.Values); err == nil && sv.outcome != outcomeEnded && owner != "" && owner != sv.st.owner {
 		err = s.limit(r.Context(), session) // the session has just been tied to its owner
@@ -348,23 +353,16 @@ func (s *Store) merge(ctx context.Context, sv *saving, theirs bson.Raw) error {
 }
 
 // updated finishes an update that wrote d: the session's new state and
-// cookie, and the event of a regeneration.
+// cookie.
 func (s *Store) updated(ctx context.Context, w http.ResponseWriter, sv *saving, d *document) error {
 	if sv.retries > 0 {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelDebug, "mongostore: merged concurrent changes",
 			slog.String("session", sv.session.Name()), slog.Int("retries", sv.retries))
 	}
-	regenerated := sv.token != sv.st.token
-	if regenerated {
+	if sv.outcome == outcomeRegenerated {
 		sv.st.cookie = "" // the old secret's
 	}
-	if err := s.sent(w, sv, d); err != nil {
-		return err
-	}
-	if regenerated {
-		s.emit(ctx, EventRegenerated, "", s.states.get(sv.session))
-	}
-	return nil
+	return s.sent(w, sv, d)
 }
 
 // sent records the state of the session as d stores it, under sv's token,

@@ -3,9 +3,11 @@ package oteltest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,7 +89,9 @@ func TestSessionLife(t *testing.T) {
 	s = r.get(t, req)
 	s.Options.MaxAge = -1
 	r.save(t, req, s)
-	r.expect(t, "save", "ended", "")
+	if _, ok := attrs(r.expect(t, "save", "ended", ""))["mongostore.session.size"]; ok {
+		t.Error("a logout's span has a size: it saved no values")
+	}
 
 	req = r.request(ctx)
 	s = r.get(t, req)
@@ -110,6 +114,9 @@ func TestSessionLife(t *testing.T) {
 	}
 	if got := metrics["mongostore.session.size"][opKey("save", "inserted")]; got != 2 {
 		t.Errorf("mongostore.session.size of inserts: %v points, want 2: %v", got, metrics["mongostore.session.size"])
+	}
+	if got := metrics["mongostore.session.size"][opKey("save", "ended")]; got != 0 {
+		t.Errorf("mongostore.session.size of logouts: %v points, want none: a logout saves no values", got)
 	}
 	if got := metrics["mongostore.errors"]["error.type=invalid_cookie,mongostore.operation=load"]; got != 1 {
 		t.Errorf("mongostore.errors: %v", metrics["mongostore.errors"])
@@ -364,5 +371,38 @@ func TestReadmeCommandSpans(t *testing.T) {
 	code := readmecheck.Between(t, string(self), "// command spans begin\n\n", "\n// command spans end")
 	if !strings.Contains(shown, code) {
 		t.Fatalf("docs/observability.md lacks commandSpans as in main_test.go:\n%s", code)
+	}
+}
+
+// TestGCSweepsAreRoots: the GC goroutine's sweeps start traces of their
+// own, even when NewStore ran under a span (an application's start-up).
+func TestGCSweepsAreRoots(t *testing.T) {
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")).SetTimeout(30 * time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll := client.Database(testDatabase).Collection(fmt.Sprintf("gc_roots_%d", os.Getpid()))
+	t.Cleanup(func() { _ = coll.Drop(context.Background()); _ = client.Disconnect(context.Background()) })
+	ctx, startup := tp.Tracer("app").Start(context.Background(), "startup")
+	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{TracerProvider: tp, Expiry: mongostore.ExpiryGC,
+		GCInterval: 100 * time.Millisecond}, testHashKey)
+	startup.End()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		i := slices.IndexFunc(spans.Ended(), func(s sdktrace.ReadOnlySpan) bool { return s.Name() == "mongostore.gc_sweep" })
+		if i >= 0 {
+			if s := spans.Ended()[i]; s.Parent().IsValid() {
+				t.Fatalf("a sweep's span has the parent %v (the start-up's %v)", s.Parent().SpanID(), startup.SpanContext().SpanID())
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no GC sweep within 30s")
+		}
 	}
 }
