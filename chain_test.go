@@ -710,3 +710,20 @@ func TestRekeyRefusals(t *testing.T) {
 		t.Fatalf("Rekey refused with %v, want ErrInvalidConfig", err)
 	}
 }
+
+// TestLimitOfOneGivesUpWithNoError: a limit of 1 keeps no other session,
+// and, as any limit, gives up on logins that keep coming with no error:
+// each runs a limit of its own.
+func TestLimitOfOneGivesUpWithNoError(t *testing.T) {
+	var f *storeFixture
+	var chasing atomic.Bool
+	f = newFixture(t, Config{Expiry: ExpiryNone, MaxSessionsPerOwner: 1, OnEvent: func(_ context.Context, e Event) {
+		if e.Kind == EventEnded && e.Reason == EndLimit && chasing.Load() {
+			storeOwned(t, f, 1, "ada") // a login whose own limit is still to run
+		}
+	}})
+	storeOwned(t, f, 2, "ada")
+	chasing.Store(true)
+	saveNewSession(t, f, map[any]any{ownerKey: "ada"}) // fails the test if Save returns an error
+	chasing.Store(false)
+}

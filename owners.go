@@ -239,9 +239,9 @@ const (
 // saved meanwhile is ended too. Once a round finds nothing left from before
 // it began (its listing held them all, or no target saved before then that
 // no round has tried to end: logins can fill every listing), maxChases
-// more rounds follow; then EndOtherSessions (keep 0) gives up with
-// ErrConflict, and a limit (keep > 0) stops with no error, as each login
-// still coming runs a limit of its own. It returns how many it ended. Each
+// more rounds follow; then EndOtherSessions gives up with ErrConflict, and
+// a limit (EndLimit) stops with no error, as each login still coming runs a
+// limit of its own. It returns how many it ended. Each
 // command is bounded by Config.Timeout, so that any number of sessions can
 // end. A delete that finds nothing has lost to another ending (or to a
 // sign-in of another owner), unless the session is listed again
@@ -275,7 +275,7 @@ func (s *Store) endOwned(ctx context.Context, owner, current string, keep int, r
 		switch {
 		case err != nil:
 			return total, fmt.Errorf("%w (%d ended, %d or more left)", err, total, left)
-		case len(listed) <= keep, caughtUp > 1+maxChases && keep > 0:
+		case len(listed) <= keep, caughtUp > 1+maxChases && reason == EndLimit:
 			return total, nil
 		case caughtUp > 1+maxChases:
 			return total, fmt.Errorf("%w: the owner's sessions kept being saved while they were ended (%d ended, %d or more left)",
