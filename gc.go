@@ -12,7 +12,7 @@ import (
 // startGC starts the goroutine that deletes expired sessions every
 // GCInterval until Close.
 func (s *Store) startGC(ctx context.Context) {
-	ctx, s.stop = context.WithCancel(context.WithoutCancel(ctx))
+	ctx, s.stop = context.WithCancel(untraced(context.WithoutCancel(ctx))) // sweeps start traces of their own
 	s.background.Go(func() {
 		t := time.NewTicker(s.cfg.GCInterval)
 		defer t.Stop()

@@ -269,3 +269,9 @@ func (s *span) annotate(out outcome, kind int) {
 		s.span.SetStatus(codes.Error, errorKinds[kind].name)
 	}
 }
+
+// untraced returns ctx without its span: spans started from it begin
+// traces of their own.
+func untraced(ctx context.Context) context.Context {
+	return trace.ContextWithSpanContext(ctx, trace.SpanContext{})
+}
