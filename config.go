@@ -29,13 +29,15 @@ type Config struct {
 	IdleTimeout time.Duration
 
 	// AbsoluteTimeout is the longest a session lives from its creation,
-	// however active: by default (0) 7 days or its own MaxAge if longer;
-	// negative for no limit; else at least a second.
+	// however active: by default (0) 7 days, or its idle timeout (its own
+	// MaxAge, or IdleTimeout) if longer; negative for no limit; else at
+	// least a second.
 	AbsoluteTimeout time.Duration
 
 	// TouchInterval is how long after its last save the middleware saves an
-	// unchanged session again, to slide its expiry. Default (0) a tenth of
-	// its idle timeout, at most a minute; negative for never.
+	// unchanged session again, to slide its expiry, at most half its idle
+	// timeout. Default (0) a tenth of that, at most a minute; negative for
+	// never.
 	TouchInterval time.Duration
 
 	// Timeout bounds each operation's database commands (a load, a save;

@@ -135,10 +135,11 @@ func (w *sessionWriter) due(st sessionState) (write, touch bool) {
 	if w.mustWrite(st) {
 		return true, false
 	}
-	interval := w.store.cfg.TouchInterval
+	idle, interval := w.store.idleTimeout(st.options.MaxAge), w.store.cfg.TouchInterval
 	if interval == 0 {
-		interval = min(w.store.idleTimeout(st.options.MaxAge)/10, maxTouchInterval)
+		interval = min(idle/10, maxTouchInterval)
 	}
+	interval = min(interval, idle/2) // a longer one would let an active session expire
 	touch = st.id != "" && interval > 0 && !w.store.cfg.Now().Before(st.updatedAt.Add(interval))
 	return touch, touch
 }
@@ -234,8 +235,7 @@ func (w *sessionWriter) save(touch bool) bool {
 	w.stage()
 	err := w.store.Save(w.req, w.ResponseWriter, w.session)
 	if errors.Is(err, ErrLimit) { // the session is saved
-		w.store.cfg.Logger.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: session saved, but not the per-owner limit",
-			slog.String("session", w.session.Name()), slog.String("error", err.Error()))
+		w.logLimit(err)
 		err = nil
 	}
 	if err != nil && !touch {
@@ -274,10 +274,19 @@ func (w *sessionWriter) finish() {
 		return
 	}
 	w.stage()
-	if err := w.store.Save(w.req, discardHeaders{}, w.session); err != nil && !errors.Is(err, ErrLimit) {
+	switch err := w.store.Save(w.req, discardHeaders{}, w.session); {
+	case errors.Is(err, ErrLimit):
+		w.logLimit(err)
+	case err != nil:
 		log.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: saving the session after the response",
 			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path), slog.String("error", err.Error()))
 	}
+}
+
+// logLimit logs err, an ErrLimit of a save: the session is saved.
+func (w *sessionWriter) logLimit(err error) {
+	w.store.cfg.Logger.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: session saved, but not the per-owner limit",
+		slog.String("session", w.session.Name()), slog.String("error", err.Error()))
 }
 
 // stage hands the store the encoding the change check made, if any, for

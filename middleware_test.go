@@ -21,7 +21,10 @@ import (
 	"time"
 
 	"github.com/gorilla/sessions"
+	"github.com/mongostore/mongostore/internal/faultproxy"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // The middleware tests that count commands use ExpiryNone: the GC goroutine
@@ -1887,3 +1890,47 @@ type headerOnlyWriter struct{ h http.Header }
 func (w *headerOnlyWriter) Header() http.Header         { return w.h }
 func (w *headerOnlyWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w *headerOnlyWriter) WriteHeader(int)             {}
+
+// TestMiddlewareLogsALimitAfterTheResponse: a save after the response that
+// could not apply the per-owner limit is logged, as one before it is.
+func TestMiddlewareLogsALimitAfterTheResponse(t *testing.T) {
+	var proxy *faultproxy.Proxy
+	var armed atomic.Bool
+	monitor := &event.CommandMonitor{Succeeded: func(_ context.Context, e *event.CommandSucceededEvent) {
+		if e.CommandName == "update" && armed.Load() {
+			proxy.BlackHole(true) // the limit's commands, after the save, get no answer
+		}
+	}}
+	coll, p := proxiedCollection(t, options.Client().SetMonitor(monitor))
+	proxy = p
+	t.Cleanup(func() { proxy.BlackHole(false) })
+	logs := &syncBuffer{}
+	store := storeOn(t, coll, Config{Expiry: ExpiryNone, MaxSessionsPerOwner: 1, Timeout: 500 * time.Millisecond, Logger: testLogger(logs)})
+	f := &storeFixture{store: store, coll: coll, logs: logs}
+	b, _ := saveNewSession(t, f, map[any]any{"cart": 1})
+	armed.Store(true)
+	b.do(sessionHandler(t, store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		_, _ = io.WriteString(w, "welcome")
+		SetOwner(s, "ada", "") // after the response started: saved when the handler returns
+	}).ServeHTTP)
+	if !strings.Contains(logs.String(), "session saved, but not the per-owner limit") {
+		t.Errorf("the limit's failure after the response was not logged:\n%s", logs)
+	}
+}
+
+// TestMiddlewareTouchesWithinTheIdleTimeout: a TouchInterval longer than a
+// session's idle timeout still slides its expiry in time: an active user,
+// unchanged requests half an hour apart, keeps a session of an hour.
+func TestMiddlewareTouchesWithinTheIdleTimeout(t *testing.T) {
+	clock := newFakeClock()
+	f := newFixture(t, Config{Expiry: ExpiryNone, Now: clock.Now, TouchInterval: 2 * time.Hour})
+	f.store.MaxAge(3600)
+	b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+	for i := range 4 {
+		clock.Advance(30 * time.Minute)
+		if s, _ := loadSession(t, f, b); s.IsNew {
+			t.Fatalf("request %d, %v after the last: the session expired", i+1, 30*time.Minute)
+		}
+		b.do(sessionHandler(t, f.store, nil, func(http.ResponseWriter, *http.Request, *sessions.Session) {}).ServeHTTP)
+	}
+}
