@@ -32,7 +32,7 @@ func (s *Store) expiresAt(maxAge int, createdAt, now time.Time) time.Time {
 // idleTimeout is how long a session with this MaxAge lives unused.
 func (s *Store) idleTimeout(maxAge int) time.Duration {
 	if maxAge > 0 {
-		return time.Duration(min(maxAge, 1<<33)) * time.Second // 272 years; more would overflow
+		return time.Duration(min(int64(maxAge), 1<<33)) * time.Second // 272 years; more would overflow
 	}
 	return s.cfg.IdleTimeout
 }
