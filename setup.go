@@ -170,7 +170,11 @@ func (s *Store) ttlOutcome(ctx context.Context, idx *setup.Index, a setup.Answer
 	case setup.NoTTL:
 		return fmt.Errorf("%w: %w", errNoTTL, answer)
 	case setup.Conflict:
-		return fmt.Errorf("%w: %s (%w)", ErrInvalidConfig, setup.ConflictReason(s.coll.c.Name(), idx), answer)
+		err := fmt.Errorf("%w: %s", ErrInvalidConfig, setup.ConflictReason(s.coll.c.Name(), idx))
+		if answer != nil { // none for a partial index: nothing was asked
+			err = fmt.Errorf("%w (%w)", err, answer)
+		}
+		return err
 	case setup.Failed:
 		return answer
 	}

@@ -1000,3 +1000,24 @@ func TestUpgradeDropsFormat1OwnerIndex(t *testing.T) {
 		t.Fatalf("indexes %q: want %s, not %s nor %s", names, ownerIndexName, sparseOwnerIndexName, lineageIndexName)
 	}
 }
+
+// TestPartialTTLIndexIsRefused: a TTL index on expiresAt with a partial
+// filter, which would never delete the sessions it leaves out, is not taken
+// for the store's: NewStore refuses it, naming the dropIndex to run. A
+// server without TTL indexes refuses to create it, and runs in GC mode.
+func TestPartialTTLIndexIsRefused(t *testing.T) {
+	coll := testCollection(t, testClient(t, nil))
+	ctx := context.Background()
+	_, created := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: fieldExpiresAt, Value: 1}},
+		Options: options.Index().SetExpireAfterSeconds(0).SetPartialFilterExpression(bson.D{{Key: fieldOwner, Value: bson.D{{Key: "$exists", Value: true}}}})})
+	store, err := NewStore(ctx, coll, Config{Logger: testLogger(&syncBuffer{})}, testHashKey)
+	switch {
+	case created == nil && (!errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "partialFilterExpression")):
+		t.Fatalf("NewStore over a partial TTL index: %v, want ErrInvalidConfig naming its partialFilterExpression", err)
+	case created != nil && (err != nil || store.Expiry() != ExpiryGC):
+		t.Fatalf("the server refused the index (%v); NewStore: %v, want GC mode", created, err)
+	}
+	if err == nil {
+		store.Close()
+	}
+}

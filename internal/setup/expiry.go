@@ -75,9 +75,12 @@ type Decision struct {
 // server's answers so far: it keeps a TTL index with expireAfterSeconds 0,
 // creates one where there is none, fixes another with collMod, and where
 // collMod is rejected replaces its own plain index (putting it back if the
-// server then refuses the TTL index) but leaves any other alone.
+// server then refuses the TTL index) but leaves any other alone. A partial
+// index is a Conflict: its TTL would spare the sessions it leaves out.
 func Decide(idx *Index, a Answers) Decision {
 	switch {
+	case idx != nil && idx.Partial:
+		return Decision{Outcome: Conflict}
 	case idx != nil && idx.IsTTL():
 		return Decision{Outcome: TTL}
 	case idx != nil && !a.Dropped:
@@ -116,6 +119,11 @@ func decideCollMod(idx *Index, collMod Answer) Decision {
 // ConflictReason says why an index idx of collection is a Conflict, and
 // what to do.
 func ConflictReason(collection string, idx *Index) string {
+	if idx.Partial {
+		return fmt.Sprintf("index %q on %s has a partialFilterExpression: as a TTL index it would never delete the "+
+			"sessions it leaves out, and it is not the store's own, so the store leaves it alone: drop it with "+
+			"db.getCollection(%q).dropIndex(%q) and start the application again", idx.Name, FieldExpiresAt, collection, idx.Name)
+	}
 	was := "no expireAfterSeconds"
 	if idx.TTL != nil {
 		was = fmt.Sprintf("expireAfterSeconds %d", *idx.TTL)

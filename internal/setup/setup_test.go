@@ -184,6 +184,7 @@ func TestDecide(t *testing.T) {
 	other := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "by_expiry"}`)
 	hour := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 3600}`)
 	ttl := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 0}`)
+	partial := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 0, "partialFilterExpression": {"owner": {"$exists": true}}}`)
 	mongoDB := server{collMod: Accepted, createTTL: Accepted}
 	documentDB := server{collMod: Rejected, createTTL: Accepted} // as MongoDB before 5.1
 	ferretDB1 := server{collMod: Refused, createTTL: Refused}
@@ -197,6 +198,7 @@ func TestDecide(t *testing.T) {
 		outcome Outcome
 	}{
 		{"TTL index already", &ttl, ferretDB1, nil, TTL},
+		{"partial TTL index", &partial, mongoDB, nil, Conflict},
 		{"none, TTL", nil, documentDB, []Step{CreateTTL}, TTL},
 		{"none, no TTL", nil, ferretDB1, []Step{CreateTTL}, NoTTL},
 		{"none, another answer", nil, odd, []Step{CreateTTL}, Failed},
@@ -225,7 +227,9 @@ func (s server) with(collMod Answer) server { s.collMod = collMod; return s }
 func TestConflictReason(t *testing.T) {
 	hour := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "exp", "expireAfterSeconds": 3600}`)
 	plain := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "exp"}`)
-	for idx, want := range map[*Index]string{&hour: "has expireAfterSeconds 3600", &plain: "has no expireAfterSeconds"} {
+	partial := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "exp", "expireAfterSeconds": 0, "partialFilterExpression": {"a": 1}}`)
+	for idx, want := range map[*Index]string{&hour: "has expireAfterSeconds 3600", &plain: "has no expireAfterSeconds",
+		&partial: "has a partialFilterExpression"} {
 		got := ConflictReason("sessions", idx)
 		for _, w := range []string{`index "exp" on expiresAt`, want, `db.getCollection("sessions").dropIndex("exp")`} {
 			if !strings.Contains(got, w) {
