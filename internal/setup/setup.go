@@ -33,11 +33,13 @@ const (
 
 // Server error codes the store recognises.
 const (
-	CodeNamespaceNotFound   = 26
-	CodeIndexNotFound       = 27
-	CodeCommandNotFound     = 59
-	CodeCommandNotSupported = 115
-	CodeNotImplemented      = 238
+	CodeNamespaceNotFound     = 26
+	CodeIndexNotFound         = 27
+	CodeCommandNotFound       = 59
+	CodeCommandNotSupported   = 115
+	CodeNotImplemented        = 238
+	CodeIndexOptionsConflict  = 85
+	CodeIndexKeySpecsConflict = 86
 )
 
 // HasCode reports whether err is a server error with code.
@@ -56,10 +58,10 @@ func Unsupported(err error) bool {
 // expiresAt, means it does not support one: a code saying so, or a message
 // about TTL or expireAfterSeconds (Azure Cosmos DB for MongoDB, RU,
 // accepts a TTL index on _ts only). A network failure or timeout is not an
-// answer.
+// answer, nor a conflict with another index, whose message quotes the spec.
 func TTLRefused(err error) bool {
 	var se mongo.ServerError
-	if !errors.As(err, &se) {
+	if !errors.As(err, &se) || HasCode(err, CodeIndexOptionsConflict) || HasCode(err, CodeIndexKeySpecsConflict) {
 		return false
 	}
 	msg := strings.ToLower(se.Error())
