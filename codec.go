@@ -25,19 +25,26 @@ type Codec interface {
 	Decode(data []byte) (map[any]any, error)
 }
 
-// The compact form's composite types, which a session in the gob form (one
-// value without a compact form) holds as well: gob must know them, as
-// gorilla/sessions registers []any for its flashes.
-func init() {
-	gob.Register(time.Time{})
-	gob.Register(map[string]any{})
-	gob.Register([]any{})
+// registerGobTypes registers with gob the compact form's composite types,
+// which a session in the gob form (one value without a compact form) holds
+// as well, as gorilla/sessions registers []any for its flashes. It runs
+// when the gob form is used, not at start-up: a name the application gave
+// one of them (gob.Register(&time.Time{}) names it "*time.Time") stands,
+// and gob's refusal of ours is recovered.
+func registerGobTypes() {
+	for _, v := range [...]any{time.Time{}, map[string]any{}, []any{}} {
+		func() {
+			defer func() { _ = recover() }()
+			gob.Register(v)
+		}()
+	}
 }
 
 // gobDecode decodes the default codec's fallback, gob as in gorilla's
 // stores: custom types must be registered with gob.Register.
 func gobDecode(data []byte) (values map[any]any, err error) {
 	// gob is not hardened against hostile input: the MAC keeps it away.
+	registerGobTypes()
 	defer func() {
 		if r := recover(); r != nil {
 			values, err = nil, fmt.Errorf("gob: malformed data: %v", r)
@@ -230,6 +237,7 @@ func canonical(codec Codec, data []byte) bool {
 }
 
 func encodeGobForm(values map[any]any) ([]byte, error) {
+	registerGobTypes()
 	buf := bytes.NewBuffer([]byte{gobForm})
 	if err := gob.NewEncoder(buf).Encode(values); err != nil {
 		return nil, err
