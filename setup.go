@@ -59,7 +59,8 @@ func setupContext(ctx context.Context, timeout time.Duration) (context.Context, 
 }
 
 // setupIndexes makes sure the indexes the expiry mode needs exist, and the
-// owner index. ExpiryNone sends nothing.
+// owner index. ExpiryNone sends nothing. An index conflict (another
+// instance setting up meanwhile) has it read the indexes again, once.
 func (s *Store) setupIndexes(ctx context.Context) error {
 	if s.expiry == ExpiryNone {
 		return nil
@@ -67,15 +68,21 @@ func (s *Store) setupIndexes(ctx context.Context) error {
 	if _, err := s.coll.atomicWrites(ctx); err != nil {
 		return err
 	}
-	specs, err := s.coll.indexSpecs(ctx)
-	if err != nil {
-		return err
+	for again := true; ; again = false {
+		specs, err := s.coll.indexSpecs(ctx)
+		if err != nil {
+			return err
+		}
+		indexes := setup.ParseIndexes(specs)
+		err = s.setupExpiry(ctx, indexes)
+		switch {
+		case again && (setup.HasCode(err, setup.CodeIndexOptionsConflict) || setup.HasCode(err, setup.CodeIndexKeySpecsConflict)):
+			continue
+		case err != nil:
+			return err
+		}
+		return s.ensureOwnerIndex(ctx, indexes)
 	}
-	indexes := setup.ParseIndexes(specs)
-	if err := s.setupExpiry(ctx, indexes); err != nil {
-		return err
-	}
-	return s.ensureOwnerIndex(ctx, indexes)
 }
 
 // errNoTTL says the server refuses TTL indexes.

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/gorilla/sessions"
 	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
@@ -1019,5 +1022,31 @@ func TestPartialTTLIndexIsRefused(t *testing.T) {
 	}
 	if err == nil {
 		store.Close()
+	}
+}
+
+// TestIndexRaceAtStart: another instance creating the plain index on
+// expiresAt between NewStore's listing and its createIndexes (an index
+// conflict) has NewStore read the indexes again, and set up as with that
+// index there: a TTL index where the server has them, GC mode elsewhere.
+func TestIndexRaceAtStart(t *testing.T) {
+	ttl := serverSupportsTTL(t)
+	other := testCollection(t, testClient(t, nil))
+	var once sync.Once
+	monitor := &event.CommandMonitor{Started: func(ctx context.Context, e *event.CommandStartedEvent) {
+		if _, err := e.Command.LookupErr("indexes", "0", "expireAfterSeconds"); e.CommandName == "createIndexes" && err == nil {
+			once.Do(func() { // in the other instance
+				_, _ = other.Indexes().CreateOne(context.Background(), mongo.IndexModel{Keys: bson.D{{Key: fieldExpiresAt, Value: 1}}})
+			})
+		}
+	}}
+	client, err := mongo.Connect(options.Client().ApplyURI(os.Getenv("MONGODB_URI")).SetMonitor(monitor))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = client.Disconnect(context.Background()) })
+	store, err := newExpiryStore(t, client.Database(testDatabase).Collection(other.Name()), ExpiryAuto)
+	if want := map[bool]ExpiryMode{true: ExpiryTTL, false: ExpiryGC}[ttl]; err != nil || store.Expiry() != want {
+		t.Fatalf("NewStore: %v, %v; want %v", store, err, want)
 	}
 }

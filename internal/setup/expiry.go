@@ -76,7 +76,8 @@ type Decision struct {
 // creates one where there is none, fixes another with collMod, and where
 // collMod is rejected replaces its own plain index (putting it back if the
 // server then refuses the TTL index) but leaves any other alone. A partial
-// index is a Conflict: its TTL would spare the sessions it leaves out.
+// index, TTL or not, is a Conflict: as the TTL index it would spare the
+// sessions it leaves out.
 func Decide(idx *Index, a Answers) Decision {
 	switch {
 	case idx != nil && idx.Partial:
@@ -120,9 +121,9 @@ func decideCollMod(idx *Index, collMod Answer) Decision {
 // what to do.
 func ConflictReason(collection string, idx *Index) string {
 	if idx.Partial {
-		return fmt.Sprintf("index %q on %s has a partialFilterExpression: as a TTL index it would never delete the "+
-			"sessions it leaves out, and it is not the store's own, so the store leaves it alone: drop it with "+
-			"db.getCollection(%q).dropIndex(%q) and start the application again", idx.Name, FieldExpiresAt, collection, idx.Name)
+		return fmt.Sprintf("index %q on %s has a partialFilterExpression, so that as the TTL index (which the store would make "+
+			"it) it would never delete the sessions it leaves out, and it is not the store's own, so the store leaves it alone: "+
+			"drop it with db.getCollection(%q).dropIndex(%q) and start the application again", idx.Name, FieldExpiresAt, collection, idx.Name)
 	}
 	was := "no expireAfterSeconds"
 	if idx.TTL != nil {

@@ -95,12 +95,22 @@ func onlyFields(doc bson.Raw, allowed ...string) bool {
 func (idx *Index) IsTTL() bool { return idx.TTL != nil && *idx.TTL == TTLExpireAfterSeconds }
 
 // FindExpiresAt returns the single-field index on expiresAt among indexes
-// that the store uses, a TTL one with expireAfterSeconds 0 first, or nil.
+// that the store uses, a TTL one with expireAfterSeconds 0 first and a
+// partial one last, or nil.
 func FindExpiresAt(indexes []Index) *Index {
+	rank := func(idx *Index) int {
+		switch {
+		case idx.Partial:
+			return 0
+		case idx.IsTTL():
+			return 2
+		}
+		return 1
+	}
 	var found *Index
 	for i := range indexes {
 		idx := &indexes[i]
-		if idx.On(FieldExpiresAt) && (found == nil || idx.IsTTL()) {
+		if idx.On(FieldExpiresAt) && (found == nil || rank(idx) > rank(found)) {
 			found = idx
 		}
 	}

@@ -107,11 +107,15 @@ func TestFindExpiresAt(t *testing.T) {
 	ttl := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "t", "expireAfterSeconds": 0}`)
 	compound := mustIndex(t, `{"key": {"expiresAt": 1, "owner": 1}, "name": "c"}`)
 	owner := mustIndex(t, `{"key": {"owner": 1}, "name": "owner_present"}`)
+	partial := mustIndex(t, `{"key": {"expiresAt": -1}, "name": "p", "expireAfterSeconds": 0, "partialFilterExpression": {"a": 1}}`)
 	for _, tc := range []struct {
 		name    string
 		indexes []Index
 		want    string // "" for none
 	}{
+		{"the TTL one before a partial one", []Index{ttl, partial}, "t"},
+		{"a plain one before a partial one", []Index{partial, plain}, "expiresAt_1"},
+		{"a partial one alone", []Index{partial, owner}, "p"},
 		{"none", []Index{compound}, ""},
 		{"plain", []Index{plain, owner}, "expiresAt_1"},
 		{"the TTL one first", []Index{desc, ttl, plain}, "t"},
