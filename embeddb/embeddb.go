@@ -26,7 +26,8 @@ import (
 // Config configures an embedded server.
 type Config struct {
 	// Dir is the directory that holds the SQLite files, one per database.
-	// It is created if missing. Required.
+	// It is created if missing. Required; its path must not hold #, ? or %,
+	// which FerretDB's SQLite URL cannot carry.
 	Dir string
 
 	// Addr is the TCP address to listen on. The default, "127.0.0.1:0",
@@ -50,18 +51,9 @@ type Server struct {
 // Start starts a server and returns once it accepts connections.
 // The server stops when ctx is cancelled or Close is called.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
-	if cfg.Dir == "" {
-		return nil, errors.New("embeddb: Config.Dir is required")
-	}
-	dir, err := filepath.Abs(cfg.Dir)
+	dir, err := dataDir(cfg.Dir)
 	if err != nil {
-		return nil, fmt.Errorf("embeddb: data directory: %w", err)
-	}
-	if strings.ContainsAny(dir, "#?%") { // FerretDB's SQLite URL would cut or unescape them
-		return nil, fmt.Errorf("embeddb: data directory %q: FerretDB cannot use a path holding #, ? or %%", dir)
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("embeddb: data directory: %w", err)
+		return nil, err
 	}
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
@@ -97,6 +89,24 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		}
 		return nil, fmt.Errorf("embeddb: %w", err)
 	}
+}
+
+// dataDir returns dir, absolute, created if missing.
+func dataDir(dir string) (string, error) {
+	if dir == "" {
+		return "", errors.New("embeddb: Config.Dir is required")
+	}
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("embeddb: data directory: %w", err)
+	}
+	if strings.ContainsAny(dir, "#?%") { // FerretDB's SQLite URL would cut or unescape them
+		return "", fmt.Errorf("embeddb: data directory %q: FerretDB cannot use a path holding #, ? or %%", dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("embeddb: data directory: %w", err)
+	}
+	return dir, nil
 }
 
 // URI returns the MongoDB connection string of the server,

@@ -219,13 +219,8 @@ func (a *app) start(ctx context.Context, cmd command, c *conn, b body) (err erro
 			return err
 		}
 	}
-	c.opts = options.Client().ApplyURI(c.uri) // what the URI alone sets, for check
-	c.server = cmp.Or(connstr.Describe(c.uri), "the server in MONGODB_URI")
-	if err := c.opts.Validate(); err != nil {
-		if dns := new(net.DNSError); errors.As(err, &dns) { // mongodb+srv: the servers' lookup failed, not the URI
-			return fmt.Errorf("cannot look up the servers of %s (the server in MONGODB_URI): %v; check the host name and this machine's DNS", c.server, dns.Err)
-		}
-		return usagef("MONGODB_URI: not a valid connection string: %s", connstr.MaskParseError(err.Error(), c.uri))
+	if err := c.parseURI(); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -244,6 +239,20 @@ func (a *app) start(ctx context.Context, cmd command, c *conn, b body) (err erro
 		return fmt.Errorf("%s (the -timeout of %v ran out)", connstr.Redact(err.Error(), c.uri), c.timeout)
 	}
 	return fmt.Errorf("interrupted: %s", connstr.Redact(err.Error(), c.uri))
+}
+
+// parseURI reads c.uri: what it alone sets (for check), and the server it names.
+func (c *conn) parseURI() error {
+	c.opts = options.Client().ApplyURI(c.uri)
+	c.server = cmp.Or(connstr.Describe(c.uri), "the server in MONGODB_URI")
+	err := c.opts.Validate()
+	if dns := new(net.DNSError); errors.As(err, &dns) { // mongodb+srv: the servers' lookup failed, not the URI
+		return fmt.Errorf("cannot look up the servers of %s (the server in MONGODB_URI): %v; check the host name and this machine's DNS", c.server, dns.Err)
+	}
+	if err != nil {
+		return usagef("MONGODB_URI: not a valid connection string: %s", connstr.MaskParseError(err.Error(), c.uri))
+	}
+	return nil
 }
 
 // connect connects as the URI says, but reading from the primary as the store does, to db.coll.
