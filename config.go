@@ -36,8 +36,8 @@ type Config struct {
 
 	// TouchInterval is how long after its last save the middleware saves an
 	// unchanged session again, to slide its expiry, at most half its idle
-	// timeout. Default (0) a tenth of that, at most a minute; negative for
-	// never.
+	// timeout. Default (0) a tenth of its idle timeout, at most a minute;
+	// negative for never.
 	TouchInterval time.Duration
 
 	// Timeout bounds each operation's database commands (a load, a save;
