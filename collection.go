@@ -517,8 +517,9 @@ func (c collection) deleteExpired(ctx context.Context, now time.Time) (int64, er
 func (c collection) deleteExpiredIn(ctx context.Context, docs []bson.Raw, now time.Time) (int64, error) {
 	ids, chains := make(bson.A, 0, len(docs)), make([]string, 0, len(docs))
 	for _, raw := range docs {
-		ids = append(ids, raw.Lookup(fieldID))
-		if chain, ok := raw.Lookup(fieldID).StringValueOK(); ok {
+		id := raw.Lookup(fieldID)
+		ids = append(ids, id)
+		if chain, ok := id.StringValueOK(); ok {
 			chains = append(chains, chain)
 		}
 	}

@@ -203,8 +203,8 @@ func (c cookieCodec) encode(name, id string) (string, error) {
 
 // setCookie sets the cookie called name to value, or with opts.MaxAge < 0
 // expires it, in place of one of that path and domain the response already
-// sets (a save after RegenerateID). A cookie with a Max-Age never outlives the session's
-// document, which expires at expiresAt.
+// sets (a save after RegenerateID). A cookie with a Max-Age never outlives
+// the session's document, which expires at expiresAt.
 func setCookie(w http.ResponseWriter, name, value string, opts *sessions.Options, expiresAt, now time.Time) {
 	o := *opts
 	if o.MaxAge > 0 {

@@ -76,7 +76,7 @@ func (s *Store) setupIndexes(ctx context.Context) error {
 		indexes := setup.ParseIndexes(specs)
 		err = s.setupExpiry(ctx, indexes)
 		switch {
-		case again && (setup.HasCode(err, setup.CodeIndexOptionsConflict) || setup.HasCode(err, setup.CodeIndexKeySpecsConflict)):
+		case again && setup.IndexConflict(err):
 			continue
 		case err != nil:
 			return err

@@ -61,12 +61,18 @@ func Unsupported(err error) bool {
 // answer, nor a conflict with another index, whose message quotes the spec.
 func TTLRefused(err error) bool {
 	var se mongo.ServerError
-	if !errors.As(err, &se) || HasCode(err, CodeIndexOptionsConflict) || HasCode(err, CodeIndexKeySpecsConflict) {
+	if !errors.As(err, &se) || IndexConflict(err) {
 		return false
 	}
 	msg := strings.ToLower(se.Error())
 	return Unsupported(err) || strings.Contains(msg, "expireafterseconds") || strings.Contains(msg, "ttl") ||
 		strings.Contains(msg, "not supported")
+}
+
+// IndexConflict reports whether err is a conflict with an existing index
+// (IndexOptionsConflict, IndexKeySpecsConflict).
+func IndexConflict(err error) bool {
+	return HasCode(err, CodeIndexOptionsConflict) || HasCode(err, CodeIndexKeySpecsConflict)
 }
 
 // IsAnswer reports whether err is the server's answer, not a network
