@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -58,9 +59,17 @@ func setupContext(ctx context.Context, timeout time.Duration) (context.Context, 
 	return context.WithTimeout(ctx, timeout)
 }
 
+// setupPasses bounds setupIndexes' passes, and setupPause the pause
+// after the first: instances starting together race on the same indexes.
+const (
+	setupPasses = 4
+	setupPause  = 50 * time.Millisecond
+)
+
 // setupIndexes makes sure the indexes the expiry mode needs exist, and the
-// owner index. ExpiryNone sends nothing. An index conflict (another
-// instance setting up meanwhile) has it read the indexes again, once.
+// owner index. ExpiryNone sends nothing. A race with another instance
+// setting up meanwhile (setup.Raced) has it read the indexes again and go
+// on, setupPasses times at most, pausing a little longer each time.
 func (s *Store) setupIndexes(ctx context.Context) error {
 	if s.expiry == ExpiryNone {
 		return nil
@@ -68,21 +77,32 @@ func (s *Store) setupIndexes(ctx context.Context) error {
 	if _, err := s.coll.atomicWrites(ctx); err != nil {
 		return err
 	}
-	for again := true; ; again = false {
-		specs, err := s.coll.indexSpecs(ctx)
-		if err != nil {
+	for pass := 1; ; pass++ {
+		err := s.setupPass(ctx)
+		if err == nil || pass == setupPasses || !setup.Raced(err) {
 			return err
 		}
-		indexes := setup.ParseIndexes(specs)
-		err = s.setupExpiry(ctx, indexes)
-		switch {
-		case again && setup.IndexConflict(err):
-			continue
-		case err != nil:
+		pause := time.NewTimer(time.Duration(pass)*setupPause + rand.N(setupPause)) // apart from the other instances
+		select {
+		case <-ctx.Done():
+			pause.Stop()
 			return err
+		case <-pause.C:
 		}
-		return s.ensureOwnerIndex(ctx, indexes)
 	}
+}
+
+// setupPass is one pass of setupIndexes, from a reading of the indexes.
+func (s *Store) setupPass(ctx context.Context) error {
+	specs, err := s.coll.indexSpecs(ctx)
+	if err != nil {
+		return err
+	}
+	indexes := setup.ParseIndexes(specs)
+	if err := s.setupExpiry(ctx, indexes); err != nil {
+		return err
+	}
+	return s.ensureOwnerIndex(ctx, indexes)
 }
 
 // errNoTTL says the server refuses TTL indexes.
@@ -131,12 +151,28 @@ func (s *Store) ensureTTLIndex(ctx context.Context, indexes []setup.Index) error
 	for {
 		d := setup.Decide(idx, a)
 		if d.Next == setup.None {
-			return s.ttlOutcome(ctx, idx, a, d.Outcome, answer)
+			return s.restorePlain(ctx, a, s.ttlOutcome(ctx, idx, a, d.Outcome, answer))
 		}
 		if err := s.send(ctx, idx, d.Next, &a, &answer); err != nil {
-			return err
+			return s.restorePlain(ctx, a, err)
 		}
 	}
+}
+
+// restorePlain creates the plain index on expiresAt again if ensureTTLIndex,
+// given answers a, dropped it and then failed with err: GC sweeps of
+// instances still running need it. It has a Timeout of its own, as ctx may
+// be why err came.
+func (s *Store) restorePlain(ctx context.Context, a setup.Answers, err error) error {
+	if err == nil || !a.Dropped || a.Restored {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
+	defer cancel()
+	if rerr := s.coll.createExpiresAtIndex(ctx, false); rerr != nil {
+		return errors.Join(err, fmt.Errorf("put the plain index on %s back: %w", fieldExpiresAt, rerr))
+	}
+	return err
 }
 
 // send sends step about idx, and records the server's answer in a and,
@@ -198,33 +234,44 @@ func (s *Store) ttlOutcome(ctx context.Context, idx *setup.Index, a setup.Answer
 	return nil
 }
 
-// ensurePlainIndex makes sure some index on expiresAt serves GC sweeps.
+// ensurePlainIndex makes sure an index on expiresAt serves GC sweeps: an
+// ordered one that is not partial. Where another's index (hashed, partial)
+// takes the plain one's name, or the server refuses a second index on the
+// key, sweeps scan the collection, with a warning.
 func (s *Store) ensurePlainIndex(ctx context.Context, indexes []setup.Index) error {
-	if setup.FindExpiresAt(indexes) != nil {
+	if idx := setup.FindExpiresAt(indexes); idx != nil && !idx.Partial {
 		return nil
 	}
-	return s.coll.createExpiresAtIndex(ctx, false)
+	err := fmt.Errorf("an index named %s is there", expiresAtIndexName)
+	if !slices.ContainsFunc(indexes, func(i setup.Index) bool { return i.Name == expiresAtIndexName }) {
+		err = s.coll.createExpiresAtIndex(ctx, false)
+		if err == nil || !setup.IndexConflict(err) || !slices.ContainsFunc(indexes, func(i setup.Index) bool { return i.On(fieldExpiresAt) }) {
+			return err // a conflict with an index created since: setupIndexes reads them again
+		}
+	}
+	s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: GC sweeps scan the collection: its index on "+fieldExpiresAt+" is not one they can use",
+		slog.String("collection", s.coll.c.Name()), slog.String("error", err.Error()))
+	return nil
 }
 
 // ensureOwnerIndex makes sure the partial owner index exists (without it,
-// listing a user's sessions scans the collection), and drops the indexes
-// of earlier formats: format 1's sparse owner index, which every save paid
+// listing a user's sessions scans the collection), unless the application
+// has an index on owner that serves as well, and drops the indexes of
+// earlier formats: format 1's sparse owner index, which every save paid
 // for, and format 2's lineage index.
 func (s *Store) ensureOwnerIndex(ctx context.Context, indexes []setup.Index) error {
-	has := func(name string) bool {
-		return slices.ContainsFunc(indexes, func(i setup.Index) bool { return i.Name == name })
-	}
-	if has(sparseOwnerIndexName) { // first: a server may refuse a second index on {owner: 1}
+	has := func(found func(setup.Index) bool) bool { return slices.ContainsFunc(indexes, found) }
+	if has(func(i setup.Index) bool { return i.Format1Owner }) { // first: a server may refuse a second index on {owner: 1}
 		if err := s.coll.dropIndex(ctx, sparseOwnerIndexName); err != nil {
 			return err
 		}
 	}
-	if has(lineageIndexName) {
+	if has(func(i setup.Index) bool { return i.Name == lineageIndexName }) {
 		if err := s.coll.dropIndex(ctx, lineageIndexName); err != nil {
 			return err
 		}
 	}
-	if has(ownerIndexName) {
+	if setup.ServesOwners(indexes) {
 		return nil
 	}
 	err := s.coll.createPartialIndex(ctx, ownerIndexName, fieldOwner)

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/mongostore/mongostore/internal/review"
 	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -236,7 +235,7 @@ func predict(collection string, indexes []setup.Index, pr probes) (verdict []str
 			a.Restored = true
 		}
 	}
-	if verdict, fails = describePlan(collection, idx, steps, setup.Decide(idx, a).Outcome); fails == "" && !review.HasOwnerIndexes(indexes) {
+	if verdict, fails = describePlan(collection, idx, steps, setup.Decide(idx, a).Outcome); fails == "" && !setup.ServesOwners(indexes) {
 		verdict = append(verdict, "NewStore creates "+setup.OwnerIndexName+" (partial) for the users' session lists")
 	}
 	return verdict, fails

@@ -12,10 +12,10 @@ import (
 // and the server's answers to the trials.
 func TestPredict(t *testing.T) {
 	hour, zero := int64(3600), int64(0)
-	plain := setup.Index{Name: "expiresAt_1", Fields: []string{"expiresAt"}, Ascending: true, Plain: true}
-	other := setup.Index{Name: "exp", Fields: []string{"expiresAt"}, Ascending: true}
-	ttlHour := setup.Index{Name: "expiresAt_1", Fields: []string{"expiresAt"}, Ascending: true, TTL: &hour}
-	ttl := setup.Index{Name: "expiresAt_1", Fields: []string{"expiresAt"}, Ascending: true, TTL: &zero}
+	plain := setup.Index{Name: "expiresAt_1", Fields: []string{"expiresAt"}, Ascending: true, Ordered: true, Plain: true}
+	other := setup.Index{Name: "exp", Fields: []string{"expiresAt"}, Ascending: true, Ordered: true}
+	ttlHour := setup.Index{Name: "expiresAt_1", Fields: []string{"expiresAt"}, Ascending: true, Ordered: true, TTL: &hour}
+	ttl := setup.Index{Name: "expiresAt_1", Fields: []string{"expiresAt"}, Ascending: true, Ordered: true, TTL: &zero}
 	owner := setup.Index{Name: "owner_1"}
 	yes, refused, answered := probe{answer: setup.Accepted}, probe{answer: setup.Refused, err: errTest}, probe{answer: setup.Rejected, err: errTest}
 	documentDB := probes{ttl: yes, seconds: yes, toTTL: answered} // as MongoDB before 5.1

@@ -68,6 +68,8 @@ func (r *Review) checkOwner(kind string) {
 	name, field := setup.OwnerIndexName, setup.FieldOwner
 	i := slices.IndexFunc(r.Indexes, func(idx setup.Index) bool { return idx.Name == name })
 	switch {
+	case i < 0 && setup.ServesOwners(r.Indexes):
+		r.Notes = append(r.Notes, "no "+name+" index: the application's index on "+field+" serves the listing of a user's sessions")
 	case i < 0:
 		r.Problems = append(r.Problems, "no "+name+" index: listing or ending a user's sessions scans the collection")
 	case !r.Indexes[i].On(field) || !r.Indexes[i].Ascending:
@@ -78,20 +80,17 @@ func (r *Review) checkOwner(kind string) {
 	case !r.Indexes[i].Partial:
 		r.Problems = append(r.Problems, name+" is not partial: it holds an entry for every session, and every save pays for it")
 	}
-	for _, old := range [...]struct{ name, what string }{
-		{setup.SparseOwnerIndexName, "the sparse owner index of format 1"},
-		{setup.LineageIndexName, "the lineage index of format 2"},
+	for _, old := range [...]struct {
+		name, what string
+		is         func(setup.Index) bool
+	}{
+		{setup.SparseOwnerIndexName, "the sparse owner index of format 1", func(idx setup.Index) bool { return idx.Format1Owner }},
+		{setup.LineageIndexName, "the lineage index of format 2", func(idx setup.Index) bool { return idx.Name == setup.LineageIndexName }},
 	} {
-		if slices.ContainsFunc(r.Indexes, func(idx setup.Index) bool { return idx.Name == old.name }) {
+		if slices.ContainsFunc(r.Indexes, old.is) {
 			r.Notes = append(r.Notes, old.name+" is "+old.what+": NewStore drops it")
 		}
 	}
-}
-
-// HasOwnerIndexes reports whether indexes hold the owner index, which the
-// store finds by its name.
-func HasOwnerIndexes(indexes []setup.Index) bool {
-	return slices.ContainsFunc(indexes, func(idx setup.Index) bool { return idx.Name == setup.OwnerIndexName })
 }
 
 // sessionFields are the fields of a session document and their types (0:

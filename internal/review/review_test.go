@@ -44,6 +44,7 @@ func TestReviewIndexes(t *testing.T) {
 		{"owner compound", []setup.Index{id, ttl, spec(`{"key": {"owner": 1, "expiresAt": 1}, "name": "owner_present"}`), lineage}, ModeTTL,
 			[]string{"owner_present is {owner: 1, expiresAt: 1}, not {owner: 1}"}},
 		{"format 1's owner index left", []setup.Index{id, ttl, spec(`{"key": {"owner": 1}, "name": "owner_1", "sparse": true}`), owner, lineage}, ModeTTL, nil},
+		{"the application's owner index", []setup.Index{id, ttl, spec(`{"key": {"owner": 1}, "name": "owner_1", "unique": true}`)}, ModeTTL, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -57,14 +58,6 @@ func TestReviewIndexes(t *testing.T) {
 				}
 			}
 		})
-	}
-}
-
-func TestHasOwnerIndexes(t *testing.T) {
-	owner := mustIndex(t, `{"key": {"owner": 1}, "name": "owner_present"}`)
-	plain := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "expiresAt_1"}`)
-	if !HasOwnerIndexes([]setup.Index{plain, owner}) || HasOwnerIndexes([]setup.Index{plain}) {
-		t.Fatal("HasOwnerIndexes does not find owner_present by its name")
 	}
 }
 

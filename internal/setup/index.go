@@ -18,12 +18,17 @@ type Index struct {
 	Partial bool `json:"partial,omitempty"`
 	// Fields are the key's fields, in order.
 	Fields []string `json:"-"`
-	// Ascending: a single ascending field.
-	Ascending bool `json:"-"`
+	// Ascending: a single ascending field; Ordered: a single field,
+	// ascending or descending (not hashed, text or geo).
+	Ascending, Ordered bool `json:"-"`
 	// Plain: exactly what the store creates in GC mode, {expiresAt: 1}
 	// named expiresAt_1 without options, which it may replace by a TTL
 	// index. The store never drops another index.
 	Plain bool `json:"-"`
+	// Format1Owner: format 1's owner index, {owner: 1} named owner_1,
+	// sparse or without options (FerretDB v1 does not report sparse),
+	// which the store drops; another index of that name is not its own.
+	Format1Owner bool `json:"-"`
 }
 
 // On reports whether the index is a single-field one on field.
@@ -52,7 +57,7 @@ func ParseIndex(spec bson.Raw) Index {
 	idx.Key = "{" + strings.Join(parts, ", ") + "}"
 	if len(elems) == 1 {
 		dir, ok := elems[0].Value().AsFloat64OK()
-		idx.Ascending = ok && dir == 1
+		idx.Ascending, idx.Ordered = ok && dir == 1, ok && (dir == 1 || dir == -1)
 	}
 	if n, ok := spec.Lookup("expireAfterSeconds").AsFloat64OK(); ok {
 		ttl := int64(n)
@@ -62,6 +67,8 @@ func ParseIndex(spec bson.Raw) Index {
 	_, idx.Partial = spec.Lookup("partialFilterExpression").DocumentOK()
 	idx.Plain = idx.On(FieldExpiresAt) && idx.Name == ExpiresAtIndexName && idx.Ascending &&
 		onlyFields(spec, "v", "key", "name", "ns")
+	idx.Format1Owner = idx.On(FieldOwner) && idx.Name == SparseOwnerIndexName && idx.Ascending &&
+		onlyFields(spec, "v", "key", "name", "ns", "sparse")
 	return idx
 }
 
@@ -94,9 +101,10 @@ func onlyFields(doc bson.Raw, allowed ...string) bool {
 // each document at its expiresAt.
 func (idx *Index) IsTTL() bool { return idx.TTL != nil && *idx.TTL == TTLExpireAfterSeconds }
 
-// FindExpiresAt returns the single-field index on expiresAt among indexes
-// that the store uses, a TTL one with expireAfterSeconds 0 first and a
-// partial one last, or nil.
+// FindExpiresAt returns the single-field ordered index on expiresAt among
+// indexes that the store uses, a TTL one with expireAfterSeconds 0 first
+// and a partial one last, or nil. A hashed one is another's: neither a TTL
+// index nor one a sweep's range can use.
 func FindExpiresAt(indexes []Index) *Index {
 	rank := func(idx *Index) int {
 		switch {
@@ -110,9 +118,19 @@ func FindExpiresAt(indexes []Index) *Index {
 	var found *Index
 	for i := range indexes {
 		idx := &indexes[i]
-		if idx.On(FieldExpiresAt) && (found == nil || rank(idx) > rank(found)) {
+		if idx.On(FieldExpiresAt) && idx.Ordered && (found == nil || rank(idx) > rank(found)) {
 			found = idx
 		}
 	}
 	return found
+}
+
+// ServesOwners reports whether indexes hold one that serves the listing of
+// an owner's sessions, so that NewStore creates no owner index: the
+// store's own (OwnerIndexName), or the application's ordered index on
+// owner that is not partial and not format 1's (which NewStore drops).
+func ServesOwners(indexes []Index) bool {
+	return slices.ContainsFunc(indexes, func(i Index) bool {
+		return i.Name == OwnerIndexName || i.On(FieldOwner) && i.Ordered && !i.Partial && !i.Format1Owner
+	})
 }

@@ -12,7 +12,9 @@ package setup
 
 import (
 	"errors"
+	"slices"
 	"strings"
+	"unicode"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -33,6 +35,8 @@ const (
 
 // Server error codes the store recognises.
 const (
+	CodeInternalError         = 1
+	CodeUnauthorized          = 13
 	CodeNamespaceNotFound     = 26
 	CodeIndexNotFound         = 27
 	CodeCommandNotFound       = 59
@@ -40,6 +44,8 @@ const (
 	CodeNotImplemented        = 238
 	CodeIndexOptionsConflict  = 85
 	CodeIndexKeySpecsConflict = 86
+	CodeWriteConflict         = 112
+	CodeIndexBuildInProgress  = 276
 )
 
 // HasCode reports whether err is a server error with code.
@@ -58,14 +64,16 @@ func Unsupported(err error) bool {
 // expiresAt, means it does not support one: a code saying so, or a message
 // about TTL or expireAfterSeconds (Azure Cosmos DB for MongoDB, RU,
 // accepts a TTL index on _ts only). A network failure or timeout is not an
-// answer, nor a conflict with another index, whose message quotes the spec.
+// answer, nor a conflict with another index or a refused authorization,
+// whose messages may quote the spec.
 func TTLRefused(err error) bool {
 	var se mongo.ServerError
-	if !errors.As(err, &se) || IndexConflict(err) {
+	if !errors.As(err, &se) || IndexConflict(err) || HasCode(err, CodeUnauthorized) {
 		return false
 	}
 	msg := strings.ToLower(se.Error())
-	return Unsupported(err) || strings.Contains(msg, "expireafterseconds") || strings.Contains(msg, "ttl") ||
+	words := strings.FieldsFunc(msg, func(r rune) bool { return !unicode.IsLetter(r) }) // "ttl", not "battleship"
+	return Unsupported(err) || strings.Contains(msg, "expireafterseconds") || slices.Contains(words, "ttl") ||
 		strings.Contains(msg, "not supported")
 }
 
@@ -73,6 +81,17 @@ func TTLRefused(err error) bool {
 // (IndexOptionsConflict, IndexKeySpecsConflict).
 func IndexConflict(err error) bool {
 	return HasCode(err, CodeIndexOptionsConflict) || HasCode(err, CodeIndexKeySpecsConflict)
+}
+
+// Raced reports whether err, from an index command, may come from another
+// instance setting up the same collection at the same moment: an index
+// conflict, an index gone or still being built, a write conflict, or a
+// deadlock (DocumentDB, when two drop one index).
+func Raced(err error) bool {
+	var se mongo.ServerError
+	return IndexConflict(err) || HasCode(err, CodeIndexNotFound) || HasCode(err, CodeWriteConflict) ||
+		HasCode(err, CodeIndexBuildInProgress) ||
+		HasCode(err, CodeInternalError) && errors.As(err, &se) && strings.Contains(strings.ToLower(se.Error()), "deadlock")
 }
 
 // IsAnswer reports whether err is the server's answer, not a network

@@ -28,6 +28,9 @@ func TestTTLRefused(t *testing.T) {
 		{"a key conflict quoting the TTL spec", mongo.CommandError{Code: 86, Name: "IndexKeySpecsConflict",
 			Message: "Index must have unique name. Requested index: { key: { expiresAt: 1 }, expireAfterSeconds: 0 }"}, false},
 		{"not authorized", mongo.CommandError{Code: 13, Name: "Unauthorized", Message: "not authorized on db to execute command"}, false},
+		{"not authorized, quoting the command", mongo.CommandError{Code: 13, Name: "Unauthorized",
+			Message: "not authorized on app to execute command { createIndexes: \"sessions\", indexes: [ { key: { expiresAt: 1 }, expireAfterSeconds: 0 } ] }"}, false},
+		{"ttl inside a word", mongo.CommandError{Code: 67, Name: "CannotCreateIndex", Message: "add index fails, too many indexes for battleship.sessions"}, false},
 		{"a network failure", fmt.Errorf("database error: %w", errors.New("connection reset")), false},
 		{"a timeout", context.DeadlineExceeded, false},
 		{"no error", nil, false},
@@ -35,6 +38,31 @@ func TestTTLRefused(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := TTLRefused(tc.err); got != tc.want {
 				t.Fatalf("TTLRefused(%v) = %v, want %v", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRaced(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"deadlock (DocumentDB, two dropIndexes)", fmt.Errorf("drop index: %w", mongo.CommandError{Code: 1, Name: "InternalError", Message: "deadlock detected"}), true},
+		{"another internal error", mongo.CommandError{Code: 1, Name: "InternalError", Message: "out of shared memory"}, false},
+		{"index conflict", mongo.CommandError{Code: 85, Name: "IndexOptionsConflict"}, true},
+		{"index key specs conflict", mongo.CommandError{Code: 86, Name: "IndexKeySpecsConflict"}, true},
+		{"index gone", mongo.CommandError{Code: 27, Name: "IndexNotFound"}, true},
+		{"write conflict", mongo.CommandError{Code: 112, Name: "WriteConflict"}, true},
+		{"index build in progress", mongo.CommandError{Code: 276, Name: "IndexBuildAlreadyInProgress"}, true},
+		{"not authorized", mongo.CommandError{Code: 13, Name: "Unauthorized"}, false},
+		{"a timeout", context.DeadlineExceeded, false},
+		{"no error", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Raced(tc.err); got != tc.want {
+				t.Fatalf("Raced(%v) = %v, want %v", tc.err, got, tc.want)
 			}
 		})
 	}
@@ -78,15 +106,21 @@ func TestParseIndex(t *testing.T) {
 		want Index
 	}{
 		{`{"v": 2, "key": {"expiresAt": 1}, "name": "expiresAt_1"}`,
-			Index{Name: "expiresAt_1", Key: "{expiresAt: 1}", Fields: []string{"expiresAt"}, Ascending: true, Plain: true}},
+			Index{Name: "expiresAt_1", Key: "{expiresAt: 1}", Fields: []string{"expiresAt"}, Ascending: true, Ordered: true, Plain: true}},
 		{`{"v": 2, "key": {"expiresAt": 1}, "name": "expiresAt_1", "expireAfterSeconds": 3600}`,
-			Index{Name: "expiresAt_1", Key: "{expiresAt: 1}", Fields: []string{"expiresAt"}, Ascending: true, TTL: &hour}},
+			Index{Name: "expiresAt_1", Key: "{expiresAt: 1}", Fields: []string{"expiresAt"}, Ascending: true, Ordered: true, TTL: &hour}},
 		{`{"v": 2, "key": {"expiresAt": 1}, "name": "by_expiry"}`,
-			Index{Name: "by_expiry", Key: "{expiresAt: 1}", Fields: []string{"expiresAt"}, Ascending: true}},
+			Index{Name: "by_expiry", Key: "{expiresAt: 1}", Fields: []string{"expiresAt"}, Ascending: true, Ordered: true}},
 		{`{"v": 2, "key": {"expiresAt": -1}, "name": "expiresAt_1"}`,
-			Index{Name: "expiresAt_1", Key: "{expiresAt: -1}", Fields: []string{"expiresAt"}}},
+			Index{Name: "expiresAt_1", Key: "{expiresAt: -1}", Fields: []string{"expiresAt"}, Ordered: true}},
+		{`{"v": 2, "key": {"expiresAt": "hashed"}, "name": "expiresAt_hashed"}`,
+			Index{Name: "expiresAt_hashed", Key: `{expiresAt: "hashed"}`, Fields: []string{"expiresAt"}}},
 		{`{"v": 2, "key": {"owner": 1}, "name": "owner_1", "sparse": true}`,
-			Index{Name: "owner_1", Key: "{owner: 1}", Fields: []string{"owner"}, Ascending: true, Sparse: true}},
+			Index{Name: "owner_1", Key: "{owner: 1}", Fields: []string{"owner"}, Ascending: true, Ordered: true, Sparse: true, Format1Owner: true}},
+		{`{"v": 2, "key": {"owner": 1}, "name": "owner_1"}`, // format 1's on FerretDB v1, which leaves sparse out
+			Index{Name: "owner_1", Key: "{owner: 1}", Fields: []string{"owner"}, Ascending: true, Ordered: true, Format1Owner: true}},
+		{`{"v": 2, "key": {"owner": 1}, "name": "owner_1", "unique": true}`, // the application's
+			Index{Name: "owner_1", Key: "{owner: 1}", Fields: []string{"owner"}, Ascending: true, Ordered: true}},
 		{`{"v": 2, "key": {"_id": "hashed"}, "name": "_id_hashed"}`,
 			Index{Name: "_id_hashed", Key: `{_id: "hashed"}`, Fields: []string{"_id"}}},
 		{`{"v": 2, "key": {"owner": 1, "expiresAt": 1}, "name": "oe"}`,
@@ -108,6 +142,7 @@ func TestFindExpiresAt(t *testing.T) {
 	compound := mustIndex(t, `{"key": {"expiresAt": 1, "owner": 1}, "name": "c"}`)
 	owner := mustIndex(t, `{"key": {"owner": 1}, "name": "owner_present"}`)
 	partial := mustIndex(t, `{"key": {"expiresAt": -1}, "name": "p", "expireAfterSeconds": 0, "partialFilterExpression": {"a": 1}}`)
+	hashed := mustIndex(t, `{"key": {"expiresAt": "hashed"}, "name": "h"}`)
 	for _, tc := range []struct {
 		name    string
 		indexes []Index
@@ -120,6 +155,8 @@ func TestFindExpiresAt(t *testing.T) {
 		{"plain", []Index{plain, owner}, "expiresAt_1"},
 		{"the TTL one first", []Index{desc, ttl, plain}, "t"},
 		{"the first without TTL", []Index{desc, plain}, "e"},
+		{"not a hashed one", []Index{hashed}, ""},
+		{"a plain one, not a hashed one", []Index{hashed, plain}, "expiresAt_1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := ""
@@ -128,6 +165,35 @@ func TestFindExpiresAt(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("FindExpiresAt = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestServesOwners(t *testing.T) {
+	plain := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "expiresAt_1"}`)
+	for _, tc := range []struct {
+		name  string
+		owner string // an index spec, or ""
+		want  bool
+	}{
+		{"none", "", false},
+		{"the store's", `{"key": {"owner": 1}, "name": "owner_present", "partialFilterExpression": {"owner": {"$exists": true}}}`, true},
+		{"the store's, sparse (FerretDB v1)", `{"key": {"owner": 1}, "name": "owner_present", "sparse": true}`, true},
+		{"the application's, unique", `{"key": {"owner": 1}, "name": "owner_1", "unique": true}`, true},
+		{"the application's, descending", `{"key": {"owner": -1}, "name": "by_owner"}`, true},
+		{"format 1's, dropped", `{"key": {"owner": 1}, "name": "owner_1", "sparse": true}`, false},
+		{"partial, the application's", `{"key": {"owner": 1}, "name": "o", "partialFilterExpression": {"a": 1}}`, false},
+		{"hashed", `{"key": {"owner": "hashed"}, "name": "owner_hashed"}`, false},
+		{"compound", `{"key": {"owner": 1, "expiresAt": 1}, "name": "oe"}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			indexes := []Index{plain}
+			if tc.owner != "" {
+				indexes = append(indexes, mustIndex(t, tc.owner))
+			}
+			if got := ServesOwners(indexes); got != tc.want {
+				t.Fatalf("ServesOwners = %v, want %v", got, tc.want)
 			}
 		})
 	}
