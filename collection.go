@@ -532,9 +532,14 @@ func (c collection) deleteExpiredIn(ctx context.Context, docs []bson.Raw, now ti
 	return c.deleteMany(ctx, "delete expired sessions", filter, sweepComment)
 }
 
-// findExpired returns up to limit documents expired at now.
-func (c collection) findExpired(ctx context.Context, now time.Time, limit int) ([]bson.Raw, error) {
-	cur, err := c.c.Find(ctx, expiredFilter(now), options.Find().SetLimit(int64(limit)).SetComment(sweepComment))
+// findExpired returns up to limit documents expired at now, whole or
+// their _id only.
+func (c collection) findExpired(ctx context.Context, now time.Time, limit int, whole bool) ([]bson.Raw, error) {
+	opts := options.Find().SetLimit(int64(limit)).SetComment(sweepComment)
+	if !whole {
+		opts.SetProjection(bson.D{{Key: fieldID, Value: 1}})
+	}
+	cur, err := c.c.Find(ctx, expiredFilter(now), opts)
 	if err != nil {
 		return nil, dbError("find expired sessions", err)
 	}

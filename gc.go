@@ -75,32 +75,41 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	switch {
 	case err != nil:
 	case s.cfg.OnEvent != nil:
-		n, err = s.sweepBatches(ctx, now, func(docs []bson.Raw) (int64, error) { return s.expireEach(ctx, docs, now) })
+		n, err = s.sweepBatches(ctx, now, true, func(docs []bson.Raw) (int64, error) { return s.expireEach(ctx, docs, now) })
 	case atomic:
 		n, err = s.coll.deleteExpired(ctx, now)
 	default:
-		n, err = s.sweepBatches(ctx, now, func(docs []bson.Raw) (int64, error) { return s.coll.deleteExpiredIn(ctx, docs, now) })
+		n, err = s.sweepBatches(ctx, now, false, func(docs []bson.Raw) (int64, error) { return s.coll.deleteExpiredIn(ctx, docs, now) })
 	}
 	sp.count = n
 	sp.end(err)
 	return n, err
 }
 
-// sweepBatch is how many expired sessions a sweep reads at a time.
-const sweepBatch = 500
+// How many expired sessions a sweep reads at a time: their _ids, or whole
+// documents (for EventExpired), each up to Config.MaxSize.
+const (
+	sweepBatch      = 500
+	sweepBatchWhole = 50
+)
 
-// sweepBatches reads the documents expired at now, sweepBatch at a time,
-// and hands each batch to del, which deletes and counts; it stops after a
-// short batch, or one of which del deleted none (rather than spin).
-func (s *Store) sweepBatches(ctx context.Context, now time.Time, del func([]bson.Raw) (int64, error)) (int64, error) {
+// sweepBatches reads the documents expired at now, in batches, whole or
+// their _id only, and hands each batch to del, which deletes and counts; it
+// stops after a short batch, or one of which del deleted none (rather than
+// spin).
+func (s *Store) sweepBatches(ctx context.Context, now time.Time, whole bool, del func([]bson.Raw) (int64, error)) (int64, error) {
 	var n int64
+	batch := sweepBatch
+	if whole {
+		batch = sweepBatchWhole
+	}
 	for {
-		docs, err := s.coll.findExpired(ctx, now, sweepBatch)
+		docs, err := s.coll.findExpired(ctx, now, batch, whole)
 		if err != nil || len(docs) == 0 {
 			return n, err
 		}
 		deleted, err := del(docs)
-		if n += deleted; err != nil || len(docs) < sweepBatch || deleted == 0 {
+		if n += deleted; err != nil || len(docs) < batch || deleted == 0 {
 			return n, err
 		}
 	}

@@ -107,6 +107,12 @@ func TestDeleteExpiredDeletesOnlyExpired(t *testing.T) {
 			t.Fatalf("%s comment %q, want %q", cmd.Index(0).Key(), got, sweepComment)
 		}
 	}
+	for _, find := range f.cmds.named("find") { // the _ids, not the sessions (each up to MaxSize)
+		wantProj, _ := bson.Marshal(bson.D{{Key: fieldID, Value: 1}})
+		if !bytes.Equal(find.Lookup("projection").Document(), wantProj) || find.Lookup("limit").AsInt64() != sweepBatch {
+			t.Fatalf("the sweep's find %s: want the projection %s and limit %d", find, bson.Raw(wantProj), sweepBatch)
+		}
+	}
 	stmts, _ := f.cmds.named("delete")[0].Lookup("deletes").Array().Values()
 	q := bson.D{{Key: fieldExpiresAt, Value: bson.D{{Key: "$lte", Value: bson.NewDateTimeFromTime(clock.Now())}}}}
 	if len(stmts) == 1 && len(want) == 2 { // FerretDB v1: also the _ids found
@@ -133,6 +139,35 @@ func TestDeleteExpiredDeletesOnlyExpired(t *testing.T) {
 	}
 	if n, err := f.store.DeleteExpired(context.Background()); n != 0 || err != nil {
 		t.Fatalf("second DeleteExpired = %d, %v; want 0", n, err)
+	}
+}
+
+// TestSweepWithASubscriberReadsInBatches: a sweep that reports each
+// expired session reads their documents whole, sweepBatchWhole at a time
+// (each can be Config.MaxSize), until a short batch.
+func TestSweepWithASubscriberReadsInBatches(t *testing.T) {
+	clock := newFakeClock()
+	var events atomic.Int64
+	f := newFixture(t, Config{Now: clock.Now, Expiry: ExpiryNone, OnEvent: func(_ context.Context, e Event) {
+		if e.Kind == EventExpired {
+			events.Add(1)
+		}
+	}})
+	f.store.MaxAge(60)
+	saveSessions(t, f, sweepBatchWhole+10, "old")
+	clock.Advance(2 * time.Minute)
+	f.cmds.reset()
+	if n, err := f.store.DeleteExpired(context.Background()); n != sweepBatchWhole+10 || err != nil || events.Load() != n {
+		t.Fatalf("DeleteExpired = %d, %v, with %d EventExpired; want %d", n, err, events.Load(), sweepBatchWhole+10)
+	}
+	finds := f.cmds.named("find")
+	if len(finds) != 2 {
+		t.Fatalf("%d finds, want 2", len(finds))
+	}
+	for _, find := range finds {
+		if _, err := find.LookupErr("projection"); err == nil || find.Lookup("limit").AsInt64() != sweepBatchWhole {
+			t.Fatalf("the sweep's find %s: want whole documents, limit %d", find, sweepBatchWhole)
+		}
 	}
 }
 
