@@ -103,7 +103,11 @@ func (s *Store) fetch(ctx context.Context, chain, secret, holder string) (bson.R
 	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
 		now := s.cfg.Now()
 		raw, err := s.coll.acquire(ctx, chain, sid, holder, now, now.Add(s.cfg.LockLease))
-		if raw == nil && err == nil {
+		if err != nil { // the server may have taken it as the request went away: no lock left for LockLease
+			s.release(ctx, chain, holder)
+			return nil, time.Since(start), err
+		}
+		if raw == nil {
 			raw, err = s.coll.find(ctx, chain)
 		}
 		if err != nil || raw == nil {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/bson"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 // exclusiveHandler is the middleware of store with Exclusive around fn.
@@ -115,6 +117,48 @@ func lockedDocument(t *testing.T, f *storeFixture, b *browser) bool {
 	}
 	_, err := raw.LookupErr(fieldLock)
 	return err == nil
+}
+
+// TestCancelledLoadLeavesNoLock: a request that goes away while its lock's
+// findAndModify is on the wire, which the server has applied, leaves the
+// session unlocked: the lock is released then, not left to lapse after
+// LockLease, during which the user's next exclusive requests would wait
+// and fail with ErrLocked.
+func TestCancelledLoadLeavesNoLock(t *testing.T) {
+	var cancelRequest atomic.Pointer[context.CancelFunc]
+	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if cancel := cancelRequest.Load(); cancel != nil && e.CommandName == "findAndModify" {
+			time.AfterFunc(100*time.Millisecond, *cancel) // the command is at the server; its answer is on its way
+		}
+	}}
+	coll, proxy := proxiedCollection(t, options.Client().SetMonitor(monitor))
+	store := storeOn(t, coll, Config{Expiry: ExpiryNone})
+	b := newBrowser()
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := store.Get(r, testSessionName)
+		s.Values["k"] = "v"
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+	})
+	proxy.SetLatency(500 * time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cancelRequest.Store(&cancel)
+	var ran atomic.Bool
+	rec := httptest.NewRecorder()
+	exclusiveHandler(store, func(http.ResponseWriter, *http.Request, *sessions.Session) { ran.Store(true) }).ServeHTTP(rec, b.request().WithContext(ctx))
+	cancelRequest.Store(nil)
+	if ran.Load() || rec.Code == http.StatusOK {
+		t.Fatalf("the handler ran (%v), answer %d: the request was not cancelled during its lock's command", ran.Load(), rec.Code)
+	}
+	raw, err := testClient(t, nil).Database(testDatabase).Collection(coll.Name()).FindOne(context.Background(), bson.D{}).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder, err := raw.LookupErr(fieldLock); err == nil {
+		t.Fatalf("the session stays locked by %s after its request went away", holder)
+	}
 }
 
 // TestExclusiveReleases: the lock is released when the handler returns,
