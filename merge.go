@@ -11,7 +11,8 @@ import (
 // over the other's, key by key, and saves again: keys only the other
 // request changed keep its values; a key both changed gets the later
 // save's. A list ([]any, as gorilla's flashes are) merges item by item,
-// items matched by their encoding: the items this request added are
+// items matched by their encoding (or, where an encoding differs between
+// calls, by reflect.DeepEqual): the items this request added are
 // appended, the ones it removed (read flashes) are removed, so no flash is
 // lost or delivered twice. A merge never crosses owners.
 
@@ -23,15 +24,20 @@ type changes struct {
 	lists   map[any]listChange
 }
 
-// listChange is what one request did to a list value: items by encoding.
+// listChange is what one request did to a list value.
 type listChange struct {
 	added   []any
-	removed map[string]int // how many of each were removed
+	removed []keyedItem
+}
+
+// keyedItem is an item of a list, with its encoding.
+type keyedItem struct {
+	key  string
+	item any
 }
 
 // diff returns the changes that turned base into cur, lists' items told
-// apart by codec. A nil base (unknown) makes every key of cur a change,
-// and no key a deletion.
+// apart by codec.
 func diff(ctx context.Context, codec Codec, base, cur map[any]any) (changes, error) {
 	c := changes{set: map[any]any{}, lists: map[any]listChange{}}
 	for k, v := range cur {
@@ -41,7 +47,7 @@ func diff(ctx context.Context, codec Codec, base, cur map[any]any) (changes, err
 		}
 		newList, isList := v.([]any)
 		oldList, wasList := old.([]any)
-		if base == nil || !isList || (had && !wasList) {
+		if !isList || (had && !wasList) {
 			c.set[k] = v
 			continue
 		}
@@ -70,23 +76,20 @@ func diff(ctx context.Context, codec Codec, base, cur map[any]any) (changes, err
 
 // listDiff returns what turned the list old into cur.
 func listDiff(ctx context.Context, codec Codec, old, cur []any) (listChange, error) {
-	had, err := itemCounts(ctx, codec, old)
+	had, err := keyed(ctx, codec, old)
 	if err != nil {
 		return listChange{}, err
 	}
-	lc := listChange{removed: had}
-	for i, item := range cur {
-		k, err := itemKey(ctx, codec, i, item)
-		if err != nil {
-			return lc, err
-		}
-		if had[k] > 0 {
-			had[k]--
-		} else {
-			lc.added = append(lc.added, item)
-		}
+	has, err := keyed(ctx, codec, cur)
+	if err != nil {
+		return listChange{}, err
 	}
-	return lc, nil // what is left of had was removed
+	removed, added := unmatched(had, has)
+	lc := listChange{removed: removed}
+	for _, a := range added {
+		lc.added = append(lc.added, a.item)
+	}
+	return lc, nil
 }
 
 // apply applies the changes to values, another request's, in place.
@@ -98,22 +101,15 @@ func apply(ctx context.Context, codec Codec, c *changes, values map[any]any) err
 		delete(values, k)
 	}
 	for k, lc := range c.lists {
-		theirs, _ := values[k].([]any) // a value that is no longer a list is replaced
-		removed := make(map[string]int, len(lc.removed))
-		for item, n := range lc.removed {
-			removed[item] = n
+		list, _ := values[k].([]any) // a value that is no longer a list is replaced
+		theirs, err := keyed(ctx, codec, list)
+		if err != nil {
+			return err
 		}
-		merged := make([]any, 0, len(theirs)+len(lc.added))
-		for i, item := range theirs {
-			key, err := itemKey(ctx, codec, i, item)
-			if err != nil {
-				return err
-			}
-			if removed[key] > 0 {
-				removed[key]--
-				continue
-			}
-			merged = append(merged, item)
+		_, kept := unmatched(lc.removed, theirs)
+		merged := make([]any, 0, len(kept)+len(lc.added))
+		for _, t := range kept {
+			merged = append(merged, t.item)
 		}
 		if merged = append(merged, lc.added...); len(merged) == 0 {
 			delete(values, k)
@@ -124,17 +120,74 @@ func apply(ctx context.Context, codec Codec, c *changes, values map[any]any) err
 	return nil
 }
 
-// itemCounts counts the items of list by encoding.
-func itemCounts(ctx context.Context, codec Codec, list []any) (map[string]int, error) {
-	counts := make(map[string]int, len(list))
+// keyed returns the items of list with their encodings.
+func keyed(ctx context.Context, codec Codec, list []any) ([]keyedItem, error) {
+	out := make([]keyedItem, len(list))
 	for i, item := range list {
 		k, err := itemKey(ctx, codec, i, item)
 		if err != nil {
 			return nil, err
 		}
-		counts[k]++
+		out[i] = keyedItem{k, item}
 	}
-	return counts, nil
+	return out, nil
+}
+
+// maxDeepPairs bounds the comparisons of unmatched's second pass.
+const maxDeepPairs = 1 << 16
+
+// unmatched pairs the items of a with those of b, each at most once, and
+// returns those of each left unpaired, in order: first by encoding, then,
+// if few are left, by reflect.DeepEqual, as an encoding can differ between
+// two calls for one item (gob writes a map in Go's random order).
+func unmatched(a, b []keyedItem) (aLeft, bLeft []keyedItem) {
+	counts := make(map[string]int, len(a))
+	for _, x := range a {
+		counts[x.key]++
+	}
+	for _, y := range b {
+		if counts[y.key] > 0 {
+			counts[y.key]--
+		} else {
+			bLeft = append(bLeft, y)
+		}
+	}
+	for _, x := range a {
+		if counts[x.key] > 0 {
+			counts[x.key]--
+			aLeft = append(aLeft, x)
+		}
+	}
+	if len(aLeft)*len(bLeft) > maxDeepPairs {
+		return aLeft, bLeft
+	}
+	return pairDeep(aLeft, bLeft)
+}
+
+// pairDeep pairs the items of a with those of b that reflect.DeepEqual
+// holds equal, each at most once, and returns those left unpaired.
+func pairDeep(a, b []keyedItem) (aLeft, bLeft []keyedItem) {
+	paired := make([]bool, len(b))
+	for _, x := range a {
+		j := -1
+		for i, y := range b {
+			if !paired[i] && reflect.DeepEqual(x.item, y.item) {
+				j = i
+				break
+			}
+		}
+		if j < 0 {
+			aLeft = append(aLeft, x)
+		} else {
+			paired[j] = true
+		}
+	}
+	for i, y := range b {
+		if !paired[i] {
+			bLeft = append(bLeft, y)
+		}
+	}
+	return aLeft, bLeft
 }
 
 // itemKey returns the encoding of item, the i-th of its list, by which

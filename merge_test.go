@@ -60,24 +60,73 @@ func TestDiffApply(t *testing.T) {
 		{"a list I replaced with a scalar",
 			map[any]any{"l": []any{1}}, map[any]any{"l": "s"}, map[any]any{"l": []any{1, 3}},
 			map[any]any{"l": "s"}},
-		{"unknown base: every key of mine is set, lists whole",
-			nil, map[any]any{"a": 1, "_flash": []any{"x"}}, map[any]any{"a": 0, "b": 2, "_flash": []any{"x", "z"}},
-			map[any]any{"a": 1, "b": 2, "_flash": []any{"x"}}},
+		{"empty base: every key of mine is set, lists item by item",
+			nil, map[any]any{"a": 1, "_flash": []any{"x"}}, map[any]any{"a": 0, "b": 2, "_flash": []any{"z"}},
+			map[any]any{"a": 1, "b": 2, "_flash": []any{"z", "x"}}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := maps.Clone(tc.their)
-			store := &Store{cfg: Config{Codec: compactCodec{}}}
-			c, err := diff(context.Background(), store.cfg.Codec, tc.base, tc.mine)
-			if err == nil {
-				err = apply(context.Background(), store.cfg.Codec, &c, got)
-			}
-			if err != nil {
+		for _, codec := range []Codec{compactCodec{}, shiftyCodec{n: new(atomic.Int64)}} {
+			t.Run(fmt.Sprintf("%s/%T", tc.name, codec), func(t *testing.T) {
+				got := maps.Clone(tc.their)
+				c, err := diff(context.Background(), codec, tc.base, tc.mine)
+				if err == nil {
+					err = apply(context.Background(), codec, &c, got)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, tc.want) {
+					t.Fatalf("got %v, want %v", got, tc.want)
+				}
+			})
+		}
+	}
+}
+
+// shiftyCodec is compactCodec with an encoding that differs on every call
+// for one value, as gob's of a map does (it writes the map in Go's random
+// order): a merge must still tell list items apart.
+type shiftyCodec struct {
+	compactCodec
+	n *atomic.Int64
+}
+
+func (c shiftyCodec) Encode(values map[any]any) ([]byte, error) {
+	b, err := c.compactCodec.Encode(values)
+	return fmt.Appendf(b, "#%d", c.n.Add(1)), err
+}
+
+// TestFlashOfAMapMergesOnce: a flash that the default codec writes in its
+// gob form (a map[string]int), read in one tab while another tab saves, is
+// not delivered again; one added beside it while another tab saves is
+// neither lost nor doubled.
+func TestFlashOfAMapMergesOnce(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	flash := map[string]int{"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6}
+	for trial := range 20 {
+		for _, read := range []bool{true, false} {
+			b, _ := saveNewSession(t, f, map[any]any{"_flash": []any{flash}})
+			rA, rB := b.request(), b.request()
+			sA, errA := f.store.Get(rA, testSessionName)
+			sB, errB := f.store.Get(rB, testSessionName)
+			if err := errors.Join(errA, errB); err != nil {
 				t.Fatal(err)
 			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("got %v, want %v", got, tc.want)
+			want := 0
+			if read {
+				sA.Flashes()
+			} else {
+				sA.AddFlash("second")
+				want = 2
 			}
-		})
+			sB.Values["other"] = trial
+			if err := errors.Join(f.store.Save(rB, httptest.NewRecorder(), sB), f.store.Save(rA, httptest.NewRecorder(), sA)); err != nil {
+				t.Fatal(err)
+			}
+			s, err := loadSession(t, f, b)
+			if n := len(s.Flashes()); err != nil || n != want || s.Values["other"] != trial {
+				t.Fatalf("trial %d (flash read: %v): %d flashes, other %v, %v; want %d, %d", trial, read, n, s.Values["other"], err, want, trial)
+			}
+		}
 	}
 }
 
@@ -488,5 +537,42 @@ func TestSaveMeetingAnUnreadableSave(t *testing.T) {
 	b.do(func(w http.ResponseWriter, r *http.Request) { s, _ = newer.Get(r, testSessionName) })
 	if s.Values["theirs"] != true || s.Values["mine"] != nil {
 		t.Fatalf("values = %v; want the newer instance's save alone", s.Values)
+	}
+}
+
+// TestSaveAfterTheMiddlewareFinished: a session kept past its handler (by a
+// background job, say) and saved after the middleware finished with it
+// is saved if no other request saved it since; if one did, what it changed
+// can no longer be told from the other's (the middleware released the
+// values as loaded), so the save fails with ErrConflict rather than write
+// its stale copies over the other's changes and bring back a read flash.
+func TestSaveAfterTheMiddlewareFinished(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"x": "old", "_flash": []any{"hello"}})
+	keep := func() (*sessions.Session, *http.Request) {
+		var kept *sessions.Session
+		var keptReq *http.Request
+		strictSessionHandler(t, f.store, func(_ http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			kept, keptReq = s, r
+		}).ServeHTTP(httptest.NewRecorder(), b.request())
+		return kept, keptReq
+	}
+	kept, r := keep()
+	kept.Values["job"] = "first"
+	if err := f.store.Save(r, httptest.NewRecorder(), kept); err != nil {
+		t.Fatalf("a late save that met no other: %v", err)
+	}
+	kept, r = keep()
+	strictSessionHandler(t, f.store, func(_ http.ResponseWriter, _ *http.Request, s *sessions.Session) {
+		s.Values["x"] = "new"
+		s.Flashes()
+	}).ServeHTTP(httptest.NewRecorder(), b.request())
+	kept.Values["job"] = "second"
+	if err := f.store.Save(r, httptest.NewRecorder(), kept); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a late save that met another: %v, want ErrConflict", err)
+	}
+	s, err := loadSession(t, f, b)
+	if err != nil || s.Values["x"] != "new" || s.Values["_flash"] != nil || s.Values["job"] != "first" {
+		t.Fatalf("after the late save: %v, %v; want x new, no flash, job first", s.Values, err)
 	}
 }
