@@ -329,11 +329,7 @@ func (s *Store) merge(ctx context.Context, sv *saving, theirs bson.Raw) error {
 	}
 	if owner, _ := ownerOf(sv.session.Values); owner == sv.st.owner {
 		if sv.mine == nil {
-			var base map[any]any // nil (unknown) once the state no longer holds them
-			if sv.st.encoded != nil {
-				base, _ = s.cfg.Codec.Decode(sv.st.encoded)
-			}
-			c, err := diff(ctx, s.cfg.Codec, base, sv.session.Values)
+			c, err := s.changes(ctx, sv)
 			if err != nil {
 				return err
 			}
@@ -350,6 +346,20 @@ func (s *Store) merge(ctx context.Context, sv *saving, theirs bson.Raw) error {
 	sv.st.createdAt, sv.st.version = od.createdAt, od.version()
 	sv.data, err = s.encode(sv.session.Values, nil)
 	return err
+}
+
+// changes returns what this request changed of the session's values since
+// it loaded them. Once the middleware has finished with the session (a
+// save after its response), they are no longer known: ErrConflict.
+func (s *Store) changes(ctx context.Context, sv *saving) (changes, error) {
+	if sv.st.encoded == nil {
+		return changes{}, fmt.Errorf("%w: another request saved the session, and what this one changed is unknown once its middleware finished", ErrConflict)
+	}
+	base, err := s.cfg.Codec.Decode(sv.st.encoded)
+	if err != nil {
+		return changes{}, fmt.Errorf("%w: %w", ErrDecode, err)
+	}
+	return diff(ctx, s.cfg.Codec, base, sv.session.Values)
 }
 
 // updated finishes an update that wrote d: the session's new state and
