@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/gorilla/sessions"
+	"github.com/mongostore/mongostore/internal/faultproxy"
+	"go.mongodb.org/mongo-driver/v2/event"
+	"go.mongodb.org/mongo-driver/v2/mongo/options"
 )
 
 func TestDiffApply(t *testing.T) {
@@ -574,5 +577,52 @@ func TestSaveAfterTheMiddlewareFinished(t *testing.T) {
 	s, err := loadSession(t, f, b)
 	if err != nil || s.Values["x"] != "new" || s.Values["_flash"] != nil || s.Values["job"] != "first" {
 		t.Fatalf("after the late save: %v, %v; want x new, no flash, job first", s.Values, err)
+	}
+}
+
+// TestRetryAfterAFailedMergedSave: a save that merged another request's
+// changes and then failed (its write cut) leaves the session built on that
+// request's version: saved again, it writes this request's changes, not
+// the other's as its own over a third request's since.
+func TestRetryAfterAFailedMergedSave(t *testing.T) {
+	var writes atomic.Int64
+	var proxy atomic.Pointer[faultproxy.Proxy]
+	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if (e.CommandName == "update" || e.CommandName == "findAndModify") && writes.Add(1) == 2 {
+			proxy.Load().Cut() // the write after the merge
+		}
+	}}
+	coll, p := proxiedCollection(t, options.Client().SetMonitor(monitor).SetRetryWrites(false).SetHeartbeatInterval(500*time.Millisecond))
+	proxy.Store(p)
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	f.coll = testClient(t, nil).Database(testDatabase).Collection(coll.Name())
+	f.store = storeOn(t, f.coll, Config{Expiry: ExpiryNone})
+	storeA := storeOn(t, coll, Config{Expiry: ExpiryNone, Timeout: time.Second})
+	b, _ := saveNewSession(t, f, map[any]any{"x": 0})
+	set := func(x int) {
+		r := b.request()
+		s, err := f.store.Get(r, testSessionName)
+		if s.Values["x"] = x; err != nil || s.Save(r, httptest.NewRecorder()) != nil {
+			t.Fatalf("another request's save of x %d: %v", x, err)
+		}
+	}
+	rA := b.request()
+	sA, err := storeA.Get(rA, testSessionName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set(1)
+	writes.Store(0)
+	sA.Values["y"] = "a"
+	if err := storeA.Save(rA, httptest.NewRecorder(), sA); !errors.Is(err, ErrDatabase) || writes.Load() != 2 {
+		t.Fatalf("the save whose write after the merge was cut: %v after %d writes; want ErrDatabase after 2", err, writes.Load())
+	}
+	time.Sleep(1500 * time.Millisecond) // the chain's lock is held for Timeout after a write of unknown outcome; the client reconnects
+	set(2)
+	if err := storeA.Save(rA, httptest.NewRecorder(), sA); err != nil {
+		t.Fatalf("saved again: %v", err)
+	}
+	if s, err := loadSession(t, f, b); err != nil || s.Values["x"] != 2 || s.Values["y"] != "a" {
+		t.Fatalf("after the second save: %v, %v; want x 2 (the third request's), y a", s.Values, err)
 	}
 }

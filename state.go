@@ -109,6 +109,18 @@ func (t *sessionTable) stage(session *sessions.Session, enc []byte) {
 	}
 }
 
+// rebase records that session, whose values now hold the changes of the
+// version of st, builds on that version, as st holds it.
+func (t *sessionTable) rebase(session *sessions.Session, st sessionState) {
+	wp := weak.Make(session)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if old, ok := t.m[wp]; ok {
+		old.version, old.createdAt, old.encoded = st.version, st.createdAt, st.encoded
+		t.m[wp] = old
+	}
+}
+
 // release drops the encoded values (up to MaxSize) and the lock of
 // session's state, and returns its chain and that lock, for the caller to
 // release.

@@ -273,12 +273,17 @@ func (s *Store) insert(ctx context.Context, w http.ResponseWriter, sv *saving) e
 // over that one's (see merge.go) and written again, up to maxSaveAttempts
 // writes; a session that ended meanwhile stays ended. One save of a chain
 // runs at a time in this process.
-func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) error {
+func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) (err error) {
 	unlock, err := s.coll.locks.lock(ctx, sv.st.id)
 	if err != nil {
 		return err
 	}
 	defer func() { unlock() }()
+	defer func() {
+		if err != nil && sv.mine != nil { // the values hold another request's changes: build on its version from now
+			s.states.rebase(sv.session, sv.st)
+		}
+	}()
 	for attempt := 1; ; attempt++ {
 		d := s.document(sv)
 		if !d.expiresAt.After(sv.now) {
@@ -317,7 +322,7 @@ const maxSaveAttempts = 32
 // than the session as loaded, the session is gone for this request; if
 // this request changed the owner, its values replace theirs whole.
 func (s *Store) merge(ctx context.Context, sv *saving, theirs bson.Raw) error {
-	od, _, values, err := s.open(theirs)
+	od, encoded, values, err := s.open(theirs)
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: another request saved the session in a form this one cannot read: %w", ErrConflict, err)
@@ -343,7 +348,7 @@ func (s *Store) merge(ctx context.Context, sv *saving, theirs bson.Raw) error {
 	if !sv.ownOptions {
 		sv.session.Options.MaxAge = od.maxAge
 	}
-	sv.st.createdAt, sv.st.version = od.createdAt, od.version()
+	sv.st.createdAt, sv.st.version, sv.st.encoded = od.createdAt, od.version(), encoded // theirs, with this request's changes over it
 	sv.data, err = s.encode(sv.session.Values, nil)
 	return err
 }
