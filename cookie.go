@@ -34,7 +34,13 @@ type cookieCodec []cookieKey
 type cookieKey struct {
 	codec securecookie.Codec
 	macs  *sync.Pool // nil with a block key
+	block []byte     // the block key, to tell a cookie signed with it (errBlockAsHash)
 }
+
+// errBlockAsHash is why a cookie that a pair's block key signs as a hash
+// key fails: NewStore(…, newHash, oldHash) for a rotation of hash keys.
+var errBlockAsHash = errors.New("it is signed with the block key of a key pair, as a hash key: NewStore takes key pairs " +
+	"(hash key, block key), so rotating hash keys alone is NewStore(ctx, coll, cfg, newHashKey, nil, oldHashKey, nil)")
 
 func newCookieCodec(pairs []keyPair) cookieCodec {
 	var c cookieCodec
@@ -46,7 +52,7 @@ func newCookieCodec(pairs []keyPair) cookieCodec {
 		// cookie's signed timestamp: a session's own MaxAge may be longer
 		// than any store-wide bound.
 		sc.MaxAge(0)
-		k := cookieKey{codec: sc}
+		k := cookieKey{codec: sc, block: p.block}
 		if p.block == nil {
 			k.macs = &sync.Pool{New: func() any { return &macState{h: hmac.New(sha256.New, p.hash)} }}
 		}
@@ -147,7 +153,22 @@ func (c cookieCodec) decode(name, value string) (id string, current bool, err er
 			errs = append(errs, errors.New("malformed session token"))
 		}
 	}
+	if c.signedWithABlockKey(name, value) {
+		errs = append(errs, errBlockAsHash)
+	}
 	return "", false, fmt.Errorf("%w: %w", ErrInvalidCookie, errors.Join(errs...))
+}
+
+// signedWithABlockKey reports whether a pair's block key, as a hash key,
+// signed value for name (a cookie no pair verifies).
+func (c cookieCodec) signedWithABlockKey(name, value string) bool {
+	return slices.ContainsFunc(c, func(k cookieKey) bool {
+		if k.block == nil || len(value) > cookieMaxLength {
+			return false
+		}
+		_, ok := (&macState{h: hmac.New(sha256.New, k.block)}).verifySigned(name, value)
+		return ok
+	})
 }
 
 // verifySigned returns the token in value if k, a pair without a block

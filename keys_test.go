@@ -548,6 +548,38 @@ func TestKeyRotation(t *testing.T) {
 	}
 }
 
+// TestHashKeysGivenAsOnePair: NewStore(…, newHash, oldHash), meant as a
+// rotation of hash keys, makes oldHash the block key of one pair, and every
+// cookie signed with oldHash fails. The error says what happened and what
+// to pass instead, and the store logs it once (the middleware logs no
+// invalid cookie); the right call, newHash, nil, oldHash, nil, loads the
+// session.
+func TestHashKeysGivenAsOnePair(t *testing.T) {
+	oldHash := testBlockKey // 32 bytes: an AES-256 key too
+	f := newFixture(t, Config{Expiry: ExpiryNone}, oldHash)
+	b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+	logs := &syncBuffer{}
+	trap := storeOn(t, f.coll, Config{Expiry: ExpiryNone, Logger: testLogger(logs)}, testHashKey, oldHash)
+	for range 2 {
+		s, err := trap.Get(b.request(), testSessionName)
+		if !errors.Is(err, ErrInvalidCookie) || !errors.Is(err, errBlockAsHash) || !s.IsNew {
+			t.Fatalf("a cookie signed with the second key given: %v (new: %v); want ErrInvalidCookie saying the key is a block key", err, s.IsNew)
+		}
+	}
+	if n := strings.Count(logs.String(), "NewStore(ctx, coll, cfg, newHashKey, nil, oldHashKey, nil)"); n != 1 {
+		t.Fatalf("the store logged the advice %d times, want once:\n%s", n, logs)
+	}
+	right := &storeFixture{store: storeOn(t, f.coll, Config{Expiry: ExpiryNone}, testHashKey, nil, oldHash, nil), coll: f.coll}
+	if s, err := loadSession(t, right, b); err != nil || s.Values["user"] != "ada" {
+		t.Fatalf("rotated as pairs: %v, %v", s.Values, err)
+	}
+	for _, c := range unusableCookies(t, f.store, b.cookies[testSessionName].Value) { // those oldHash did not sign do not say it
+		if _, _, err := trap.cookies.decode(testSessionName, c.value); errors.Is(err, errBlockAsHash) != (c.name == "malformed ID") {
+			t.Fatalf("cookie %s: %v", c.name, err)
+		}
+	}
+}
+
 func TestForeignDataNeverReachesTheCodec(t *testing.T) {
 	spy := &spyCodec{}
 	f := newFixture(t, Config{Codec: spy})

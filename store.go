@@ -37,6 +37,7 @@ type Store struct {
 	stop       context.CancelFunc // stops the background work
 	background sync.WaitGroup
 	warnOnce   sync.Once // warnNonAtomic
+	keysOnce   sync.Once // warnKeys
 }
 
 var _ sessions.Store = (*Store)(nil)
@@ -75,6 +76,7 @@ func (s *Store) newSession(r *http.Request, name string, managed, locked bool) (
 	ctx, sp := s.tel.start(r.Context(), opLoad)
 	var room [1]cookieToken // most requests carry one cookie of a name
 	tokens, err := s.cookies.tokens(r, name, room[:0])
+	s.warnKeys(ctx, err)
 	sp.outcome = outcomeNew
 	if len(tokens) > 0 {
 		l, timeout := loading{session: session, managed: managed}, s.cfg.Timeout
@@ -91,6 +93,17 @@ func (s *Store) newSession(r *http.Request, name string, managed, locked bool) (
 	}
 	sp.end(err)
 	return session, err
+}
+
+// warnKeys logs once a cookie error that says the key pairs are wrong
+// (errBlockAsHash): every user is signed out, and the middleware logs no
+// invalid cookie.
+func (s *Store) warnKeys(ctx context.Context, err error) {
+	if errors.Is(err, errBlockAsHash) {
+		s.keysOnce.Do(func() {
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: a session cookie "+errBlockAsHash.Error())
+		})
+	}
 }
 
 // loading is one load of a session under way.
