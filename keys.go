@@ -163,8 +163,9 @@ const (
 type sealer struct {
 	macs      []*sync.Pool // HMAC states, one pool per hash key
 	aeads     []cipher.AEAD
-	encrypt   bool // the first pair has a block key: data is written encrypted
-	plainOK   bool // some pair has no block key: plain data is read (encryption being turned on)
+	blocks    []cipher.AEAD // per pair: its block key's, nil without one
+	encrypt   bool          // the first pair has a block key: data is written encrypted
+	plainOK   bool          // some pair has no block key: plain data is read (encryption being turned on)
 	ownerKeys [][]byte
 }
 
@@ -181,12 +182,13 @@ func newSealer(pairs []keyPair) *sealer {
 		macKey := derive(p.hash, macKeyInfo)
 		s.macs = append(s.macs, &sync.Pool{New: func() any { return &macState{h: hmac.New(sha256.New, macKey), buf: make([]byte, 0, 256)} }})
 		s.ownerKeys = append(s.ownerKeys, derive(p.hash, ownerKeyInfo))
+		s.blocks = append(s.blocks, nil)
 		if p.block == nil {
 			continue
 		}
 		block, _ := aes.NewCipher(derive(p.block, encryptionKeyInfo)) // a 32-byte key never fails
 		aead, _ := cipher.NewGCM(block)                               // nor AES
-		s.aeads = append(s.aeads, aead)
+		s.aeads, s.blocks[len(s.blocks)-1] = append(s.aeads, aead), aead
 	}
 	return s
 }
@@ -262,6 +264,26 @@ func (s *sealer) keyOf(d *document) int {
 	for i, pool := range s.macs {
 		if macMatches(pool, d, d.mac) {
 			return i
+		}
+	}
+	return -1
+}
+
+// pairOf returns the index of the first key pair that opens d alone, or
+// -1: d's MAC checks out with the pair's hash key, and the pair reads its
+// data (plain without a block key, encrypted with its block key).
+func (s *sealer) pairOf(d *document) int {
+	for i, pool := range s.macs {
+		if len(d.data) == 0 || !macMatches(pool, d, d.mac) {
+			continue
+		}
+		switch aead := s.blocks[i]; {
+		case aead == nil && d.data[0] == envelopePlain:
+			return i
+		case aead != nil && d.data[0] == envelopeGCM:
+			if _, ok := openGCM(aead, d.id, d.data); ok {
+				return i
+			}
 		}
 	}
 	return -1

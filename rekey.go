@@ -37,7 +37,10 @@ type RekeyCounts struct {
 	// Undecodable are verified, but hold values the codec cannot decode
 	// (types this process has not registered): left alone.
 	Undecodable int64
-	ByKey       []int64 // sessions each key pair verifies, in the order NewStore was given them
+	// ByKey are the sessions each key pair opens alone (its hash key
+	// verifies them, and it reads their data: plain without a block key,
+	// encrypted with its block key), in the order NewStore was given them.
+	ByKey []int64
 }
 
 // rekeyBatch is how many sessions Rekey reads at a time.
@@ -112,7 +115,7 @@ func (s *Store) rekey(ctx context.Context, raw bson.Raw, dryRun bool, c *RekeyCo
 	d, plain, err := s.unseal(raw)
 	key := -1
 	if err == nil {
-		key = s.sealer.keyOf(&d)
+		key = s.sealer.pairOf(&d)
 	}
 	if key < 0 {
 		c.Unverified++

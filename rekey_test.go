@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -104,9 +105,16 @@ func TestRekeyAddsEncryption(t *testing.T) {
 	ids := storedSessions(t, f, f.store, 30, "ada")
 	turning := storeOn(t, f.coll, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey, testHashKey, nil)
 	wantLoads(t, f, turning, ids)
+	// The plain sessions are the old pair's: the new one alone refuses them.
+	if got, err := turning.Rekey(context.Background(), RekeyOptions{DryRun: true}); err != nil || !slices.Equal(got.ByKey, []int64{0, 30}) {
+		t.Fatalf("Rekey dry run = %+v, %v; want 30 for the old key pair", got, err)
+	}
 	got, err := turning.Rekey(context.Background(), RekeyOptions{SingleProcess: true})
-	if err != nil || got.Changed != 30 {
+	if err != nil || got.Changed != 30 || !slices.Equal(got.ByKey, []int64{0, 30}) {
 		t.Fatalf("Rekey = %+v, %v; want 30 changed", got, err)
+	}
+	if got, err := turning.Rekey(context.Background(), RekeyOptions{DryRun: true}); err != nil || !slices.Equal(got.ByKey, []int64{30, 0}) {
+		t.Fatalf("Rekey dry run after = %+v, %v; want 30 for the new key pair", got, err)
 	}
 	cur, err := f.coll.Find(context.Background(), bson.D{})
 	if err != nil {
