@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gorilla/sessions"
 )
@@ -101,7 +102,7 @@ type sessionWriter struct {
 	baseFields [4]headerField // room for baseHeader's fields
 
 	once      sync.Once
-	committed bool        // the response may have started
+	committed atomic.Bool // the response may have started
 	failed    bool        // the save failed and onError answered
 	stored    map[any]any // the stored values, decoded once if need be (see changed)
 	encoded   []byte      // the values as the change check encoded them, for the save
@@ -212,7 +213,7 @@ func (s *Store) lendBuffer() *[encodeBufferSize]byte {
 // commit saves the session if need be, once; on failure onError answers.
 func (w *sessionWriter) commit() {
 	w.once.Do(func() {
-		w.committed = true
+		w.committed.Store(true)
 		st := w.store.states.get(w.session)
 		if write, touch := w.due(st); write {
 			if !w.save(touch) {
@@ -258,7 +259,7 @@ func (w *sessionWriter) save(touch bool) bool {
 // finish saves what changed after the response started, when the handler
 // returns (a new session cannot get its cookie then: that is logged).
 func (w *sessionWriter) finish() {
-	if !w.committed {
+	if !w.committed.Load() {
 		w.commit()
 		return
 	}
@@ -303,6 +304,7 @@ type discardHeaders struct{}
 func (discardHeaders) Header() http.Header         { return http.Header{} }
 func (discardHeaders) Write(b []byte) (int, error) { return len(b), nil }
 func (discardHeaders) WriteHeader(int)             {}
+func (discardHeaders) responseStarted() bool       { return true } // a new cookie is refused, not lost
 
 // varyByCookie adds Cookie to h's Vary unless it names it (or "*").
 func varyByCookie(h http.Header) {
@@ -380,10 +382,13 @@ func (w *sessionWriter) Flush() { _ = w.FlushError() }
 func (w *sessionWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err == nil {
-		w.once.Do(func() { w.committed = true })
+		w.once.Do(func() { w.committed.Store(true) })
 	}
 	return conn, rw, err
 }
 
 // Unwrap returns the underlying writer, for http.ResponseController.
 func (w *sessionWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// responseStarted tells Save that a cookie set now would not be sent.
+func (w *sessionWriter) responseStarted() bool { return w.committed.Load() }

@@ -1934,3 +1934,48 @@ func TestMiddlewareTouchesWithinTheIdleTimeout(t *testing.T) {
 		b.do(sessionHandler(t, f.store, nil, func(http.ResponseWriter, *http.Request, *sessions.Session) {}).ServeHTTP)
 	}
 }
+
+// TestSaveAfterTheResponseStarted: under the middleware, a handler's own
+// Save of a new session, or a regeneration, once the response has started
+// fails with ErrInvalidConfig and stores nothing: its cookie could not be
+// set (a new session would be stored for no one, a regeneration would sign
+// the user out). An update needs no cookie, and is saved; a regeneration
+// by a changed ID, which the middleware saves after the response, is
+// refused and logged.
+func TestSaveAfterTheResponseStarted(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	late := func(b *browser, fn func(w http.ResponseWriter, r *http.Request, s *sessions.Session)) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		strictSessionHandler(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			io.WriteString(w, "hello\n")
+			fn(w, r, s)
+		}).ServeHTTP(rec, b.request())
+		return rec
+	}
+	rec := late(newBrowser(), func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		s.Values["user"] = "ada"
+		if err := s.Save(r, w); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("a new session saved after the response started: %v, want ErrInvalidConfig", err)
+		}
+	})
+	if n := f.count(t); n != 0 || rec.Header().Get("Set-Cookie") != "" {
+		t.Fatalf("%d documents, Set-Cookie %q: want none", n, rec.Header().Get("Set-Cookie"))
+	}
+	b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+	late(b, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		s.Values["seen"] = true
+		if err := s.Save(r, w); err != nil {
+			t.Errorf("an update after the response started: %v", err)
+		}
+		if err := f.store.RegenerateID(r, w, s); !errors.Is(err, ErrInvalidConfig) || s.ID == "" {
+			t.Errorf("a regeneration after the response started: %v (ID %q), want ErrInvalidConfig and the ID as it was", err, s.ID)
+		}
+	})
+	late(b, func(_ http.ResponseWriter, _ *http.Request, s *sessions.Session) { s.ID = "" }) // the middleware's save after the response
+	if !strings.Contains(f.logs.String(), "the response has started") {
+		t.Errorf("the middleware's refused regeneration was not logged:\n%s", f.logs)
+	}
+	if s, err := loadSession(t, f, b); err != nil || s.IsNew || s.Values["seen"] != true {
+		t.Fatalf("the old cookie after the refused regenerations: new %v, %v, %v", s.IsNew, s.Values, err)
+	}
+}

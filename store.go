@@ -183,7 +183,9 @@ func chainsOf(tokens []cookieToken, skip string) []otherCookie {
 // saved as RegenerateID would. Values that cannot be encoded, or are larger
 // than Config.MaxSize, give ErrEncode. Save is bounded by Config.Timeout,
 // not by the request's context. Nil arguments, a cookie name or Options
-// that browsers would refuse give ErrInvalidConfig, and nothing is stored.
+// that browsers would refuse give ErrInvalidConfig, and nothing is stored,
+// as does a new session or a regeneration saved through the middleware's
+// writer once its response has started (the new cookie would be lost).
 // A save that tied the session to its owner then applies
 // Config.MaxSessionsPerOwner, and returns ErrLimit if it could not.
 func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
@@ -198,6 +200,8 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 	case err != nil:
 	case sv.outcome == outcomeEnded:
 		err = s.end(ctx, w, session, sv.st, EndLogout)
+	case (sv.outcome == outcomeInserted || sv.outcome == outcomeRegenerated) && responseStarted(w):
+		err = fmt.Errorf("%w: the response has started, so the session's new cookie could not be set: save it before writing the response", ErrInvalidConfig)
 	case sv.st.id == "":
 		err = s.insert(ctx, w, sv)
 	default: // an update, or a regeneration with a new secret
@@ -214,6 +218,26 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 		err = s.limit(r.Context(), session) // the session has just been tied to its owner
 	}
 	return err
+}
+
+// startedWriter is a ResponseWriter that knows whether its response has
+// started (the middleware's).
+type startedWriter interface{ responseStarted() bool }
+
+// responseStarted reports whether w, or a writer it wraps (at most 32
+// deep), says its response has started: a cookie set now would be lost.
+func responseStarted(w http.ResponseWriter) bool {
+	for range 32 {
+		if sw, ok := w.(startedWriter); ok {
+			return sw.responseStarted()
+		}
+		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
+		if !ok {
+			return false
+		}
+		w = u.Unwrap()
+	}
+	return false
 }
 
 // saving is one save of a session under way.
@@ -425,8 +449,8 @@ func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *se
 	token := session.ID
 	session.ID = ""
 	err := s.Save(r, w, session)
-	if errors.Is(err, ErrSessionGone) {
-		session.ID = token // nothing left to regenerate: the middleware must not try again
+	if errors.Is(err, ErrSessionGone) || errors.Is(err, ErrInvalidConfig) {
+		session.ID = token // nothing regenerated, or left to: the middleware must not try again
 	}
 	return err
 }
