@@ -20,7 +20,8 @@ func (s *Store) open(raw bson.Raw) (d document, encoded []byte, values map[any]a
 		return d, nil, nil, err
 	}
 	if values, err = s.cfg.Codec.Decode(encoded); err != nil {
-		return d, nil, nil, fmt.Errorf("%w: %w", ErrDecode, err)
+		return d, nil, nil, fmt.Errorf("%w: the codec cannot read its values (written by another codec, or holding a type "+
+			"this process has not registered?): %w", ErrDecode, err)
 	}
 	return d, encoded, values, nil
 }

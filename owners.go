@@ -23,7 +23,8 @@ const maxDeviceLength = 200
 // SetOwner ties the session to owner, a user ID, with a device label for
 // the owner's list of sessions ("Firefox on Linux"; at most 200 bytes), at
 // the next save; "" unties it. Call it at login. Label devices, not people:
-// an IP address is personal data in many jurisdictions.
+// an IP address is personal data in many jurisdictions. Both are session
+// values, under the keys "_mongostore_owner" and "_mongostore_device".
 func SetOwner(session *sessions.Session, owner, device string) {
 	if session == nil {
 		panic("mongostore: SetOwner: nil session") // as net/http does for a nil handler: no error to return

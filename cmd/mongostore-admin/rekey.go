@@ -57,7 +57,7 @@ func (a *app) rekey(ctx context.Context, store *mongostore.Store, none string, o
 	case err != nil:
 		return fmt.Errorf("%w (what was re-sealed stays so, and the write under way may have landed: run rekey again to finish)", err)
 	case rc.Unverified > 0:
-		return problemf("%s verify with none of the keys given: give every key pair the application has, first the new one", plural(int(rc.Unverified), "session"))
+		return problemf("%s: none of the keys given opens them (give every key pair the application has, first the new one)", plural(int(rc.Unverified), "session"))
 	case rc.Undecodable > 0:
 		return problemf("%s hold values of types this command cannot decode (registered by the application with gob): re-seal them with Store.Rekey in the application", plural(int(rc.Undecodable), "session"))
 	}
