@@ -39,6 +39,13 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// ErrDirInUse is the error of Start when another server, in this process or
+// another, has the data directory: two would corrupt its files.
+var ErrDirInUse = errors.New("embeddb: the data directory is in use by another embedded server")
+
+// lockFileName is the file in the data directory that a server locks.
+const lockFileName = "embeddb.lock"
+
 // Server is a running embedded server.
 type Server struct {
 	uri    string
@@ -49,9 +56,14 @@ type Server struct {
 }
 
 // Start starts a server and returns once it accepts connections.
-// The server stops when ctx is cancelled or Close is called.
+// The server stops when ctx is cancelled or Close is called. A data
+// directory another server has gives ErrDirInUse (on Unix systems).
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	dir, err := dataDir(cfg.Dir)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := lockDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +73,6 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	}
-
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: cfg.Addr},
 		Logger:    cfg.Logger,
@@ -69,13 +80,22 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		SQLiteURL: "file:" + dir + "/",
 	})
 	if err != nil {
+		unlock()
 		return nil, fmt.Errorf("embeddb: %w", err)
 	}
+	return serve(ctx, f, unlock)
+}
 
+// serve runs f until ctx is done or the server is closed, then unlocks its
+// data directory; it returns once f listens.
+func serve(ctx context.Context, f *ferretdb.FerretDB, unlock func()) (*Server, error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	s := &Server{cancel: cancel, done: make(chan error, 1)}
-	go func() { s.done <- f.Run(runCtx) }()
-
+	go func() {
+		err := f.Run(runCtx)
+		unlock() // the files are released
+		s.done <- err
+	}()
 	// MongoDBURI blocks until the listener is bound (or Run gave up).
 	uriCh := make(chan string, 1)
 	go func() { uriCh <- f.MongoDBURI() }()

@@ -91,7 +91,7 @@ func (db *database) close(ctx context.Context) error {
 // files in cfg.DataDir, at the address embeddedAddr chooses, and prints its
 // URI with a mongosh command. It returns the server and its description.
 func startEmbedded(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) (*embeddb.Server, string, error) {
-	addr, err := embeddedAddr(cfg, defaultEmbeddedAddr, logger)
+	addr, save, err := embeddedAddr(cfg, defaultEmbeddedAddr, logger)
 	if err != nil {
 		return nil, "", err
 	}
@@ -101,6 +101,9 @@ func startEmbedded(ctx context.Context, cfg config, logger *slog.Logger, stdout 
 		// FerretDB is verbose (it logs failed commands as warnings): keep its errors only.
 		Logger: slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: slog.LevelError})).With("component", "embeddb"),
 	})
+	if err == nil {
+		err = save() // once it runs: not over the address of the server that has the directory
+	}
 	if err != nil {
 		return nil, "", fmt.Errorf("start embedded database: %w", err)
 	}
@@ -115,39 +118,36 @@ func startEmbedded(ctx context.Context, cfg config, logger *slog.Logger, stdout 
 	return srv, "embedded FerretDB (SQLite) in " + dir, nil
 }
 
-// embeddedAddr returns the address for the embedded server. With
-// EMBEDDED_DB_ADDR set, it is that address, which must be free. Otherwise
-// it is the address saved in the data directory by an earlier start, or
-// def at the first start; if that port is taken, a free port of the same
-// host, which the log announces. Either is saved for the next starts, so
-// that the server keeps one address across restarts with the same data
-// directory (and a mongosh command or a MONGODB_URI copied from the log
-// keeps working).
-func embeddedAddr(cfg config, def string, logger *slog.Logger) (string, error) {
+// embeddedAddr returns the address for the embedded server, and what
+// saves it once the server runs. With EMBEDDED_DB_ADDR set, it is that
+// address, which must be free. Otherwise it is the address saved in the
+// data directory by an earlier start, or def at the first start; if that
+// port is taken, a free port of the same host, which the log announces.
+// Either is saved for the next starts, so that the server keeps one
+// address across restarts with the same data directory (and a mongosh
+// command or a MONGODB_URI copied from the log keeps working).
+func embeddedAddr(cfg config, def string, logger *slog.Logger) (addr string, save func() error, err error) {
 	if cfg.EmbeddedAddr != "" {
 		if err := checkFree(cfg.EmbeddedAddr); err != nil {
-			return "", listenError("embedded database", "EMBEDDED_DB_ADDR", cfg.EmbeddedAddr, err)
+			return "", nil, listenError("embedded database", "EMBEDDED_DB_ADDR", cfg.EmbeddedAddr, err)
 		}
-		return cfg.EmbeddedAddr, nil
+		return cfg.EmbeddedAddr, func() error { return nil }, nil
 	}
 	file := filepath.Join(cfg.DataDir, embeddedAddrFileName)
-	addr := savedAddr(file, def, logger)
+	addr = savedAddr(file, def, logger)
 	switch err := checkFree(addr); {
 	case errors.Is(err, syscall.EADDRINUSE):
 		free, err := freePort(addr)
 		if err != nil {
-			return "", fmt.Errorf("embedded database: %s is in use, and no other port is free: %w", addr, err)
+			return "", nil, fmt.Errorf("embedded database: %s is in use, and no other port is free: %w", addr, err)
 		}
 		logger.Warn(fmt.Sprintf("%s is in use: the embedded database listens on %s instead, and will at the next starts with this DATA_DIR (set EMBEDDED_DB_ADDR to choose the address)", addr, free),
 			"taken", addr, "addr", free)
 		addr = free
 	case err != nil:
-		return "", listenError("embedded database", "EMBEDDED_DB_ADDR", addr, err)
+		return "", nil, listenError("embedded database", "EMBEDDED_DB_ADDR", addr, err)
 	}
-	if err := saveAddr(file, addr); err != nil {
-		return "", err
-	}
-	return addr, nil
+	return addr, func() error { return saveAddr(file, addr) }, nil
 }
 
 // savedAddr returns the address that file keeps, or def if there is no

@@ -2,12 +2,17 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mongostore/mongostore/embeddb"
 )
 
 // freeAddr returns a loopback address whose port was free a moment ago.
@@ -62,7 +67,10 @@ func TestEmbeddedAddr(t *testing.T) {
 				}
 			}
 			var logs bytes.Buffer
-			got, err := embeddedAddr(config{DataDir: dir, EmbeddedAddr: tc.setting}, tc.def, slog.New(slog.NewTextHandler(&logs, nil)))
+			got, save, err := embeddedAddr(config{DataDir: dir, EmbeddedAddr: tc.setting}, tc.def, slog.New(slog.NewTextHandler(&logs, nil)))
+			if err == nil {
+				err = save()
+			}
 			if tc.wantErr != "" {
 				if err == nil || err.Error() != tc.wantErr {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)
@@ -89,5 +97,32 @@ func TestEmbeddedAddr(t *testing.T) {
 				t.Errorf("saved file %q, want %q (unchanged)", data, tc.saved)
 			}
 		})
+	}
+}
+
+// TestSecondAppOnTheDataDirectory: a second sample app on the data
+// directory of a running one (its embedded database) fails to start, and
+// leaves the address the first saved, which stays the one to use.
+func TestSecondAppOnTheDataDirectory(t *testing.T) {
+	dir := t.TempDir()
+	logger := slog.New(slog.DiscardHandler)
+	first, _, err := startEmbedded(context.Background(), config{DataDir: dir}, logger, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	file := filepath.Join(dir, embeddedAddrFileName)
+	saved, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second, _, err := startEmbedded(context.Background(), config{DataDir: dir}, logger, io.Discard); !errors.Is(err, embeddb.ErrDirInUse) {
+		if second != nil {
+			second.Close()
+		}
+		t.Fatalf("a second embedded database on the directory: %v, want embeddb.ErrDirInUse", err)
+	}
+	if again, err := os.ReadFile(file); err != nil || !bytes.Equal(again, saved) {
+		t.Fatalf("the saved address went from %q to %q (%v)", saved, again, err)
 	}
 }
