@@ -269,24 +269,42 @@ func (s *sealer) keyOf(d *document) int {
 	return -1
 }
 
-// pairOf returns the index of the first key pair that opens d alone, or
-// -1: d's MAC checks out with the pair's hash key, and the pair reads its
-// data (plain without a block key, encrypted with its block key).
-func (s *sealer) pairOf(d *document) int {
+// needs returns the key pairs d needs to be opened: the first whose hash
+// key verifies it and that reads its data (plain without a block key,
+// encrypted with its block key), or else the first that verifies it and
+// the first that reads it; nil if none verifies it or none reads it.
+func (s *sealer) needs(d *document) []int {
+	verifies, reads := -1, -1
 	for i, pool := range s.macs {
-		if len(d.data) == 0 || !macMatches(pool, d, d.mac) {
-			continue
+		mac, read := macMatches(pool, d, d.mac), s.reads(i, d)
+		if mac && read {
+			return []int{i}
 		}
-		switch aead := s.blocks[i]; {
-		case aead == nil && d.data[0] == envelopePlain:
-			return i
-		case aead != nil && d.data[0] == envelopeGCM:
-			if _, ok := openGCM(aead, d.id, d.data); ok {
-				return i
-			}
+		if mac && verifies < 0 {
+			verifies = i
+		}
+		if read && reads < 0 {
+			reads = i
 		}
 	}
-	return -1
+	if verifies < 0 || reads < 0 {
+		return nil
+	}
+	return []int{verifies, reads}
+}
+
+// reads reports whether key pair i reads d's data.
+func (s *sealer) reads(i int, d *document) bool {
+	switch aead := s.blocks[i]; {
+	case len(d.data) == 0:
+		return false
+	case aead == nil:
+		return d.data[0] == envelopePlain
+	case d.data[0] == envelopeGCM:
+		_, ok := openGCM(aead, d.id, d.data)
+		return ok
+	}
+	return false
 }
 
 // Envelopes of document data: the first byte says what follows.

@@ -37,9 +37,11 @@ type RekeyCounts struct {
 	// Undecodable are verified, but hold values the codec cannot decode
 	// (types this process has not registered): left alone.
 	Undecodable int64
-	// ByKey are the sessions each key pair opens alone (its hash key
-	// verifies them, and it reads their data: plain without a block key,
-	// encrypted with its block key), in the order NewStore was given them.
+	// ByKey are the sessions that need each key pair, in the order NewStore
+	// was given them: the pair whose hash key verifies a session and that
+	// reads its data (plain without a block key, encrypted with its block
+	// key), or, where no pair does both, the one that verifies it and the
+	// one that reads it, each counting it.
 	ByKey []int64
 }
 
@@ -113,15 +115,13 @@ func (s *Store) checkRekey(ctx context.Context, opts RekeyOptions) error {
 func (s *Store) rekey(ctx context.Context, raw bson.Raw, dryRun bool, c *RekeyCounts) error {
 	c.Live++
 	d, plain, err := s.unseal(raw)
-	key := -1
-	if err == nil {
-		key = s.sealer.pairOf(&d)
-	}
-	if key < 0 {
+	if err != nil {
 		c.Unverified++
 		return nil
 	}
-	c.ByKey[key]++
+	for _, pair := range s.sealer.needs(&d) {
+		c.ByKey[pair]++
+	}
 	values, err := s.cfg.Codec.Decode(plain)
 	if err != nil { // its owner, whose digest the new key pair needs, is unknown
 		c.Undecodable++

@@ -128,6 +128,26 @@ func TestRekeyAddsEncryption(t *testing.T) {
 	wantLoads(t, f, storeOn(t, f.coll, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey), ids)
 }
 
+// TestRekeyCountsWhatEachSessionNeeds: a session that no pair opens alone
+// (its MAC the first pair's hash key, its plain data read by the second,
+// without a block key) loads, is re-sealed, and counts for both pairs: the
+// second cannot go before Rekey.
+func TestRekeyCountsWhatEachSessionNeeds(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	ids := storedSessions(t, f, f.store, 3, "ada")
+	mixed := storeOn(t, f.coll, Config{Expiry: ExpiryNone}, testHashKey, testBlockKey, otherHashKey, nil)
+	wantLoads(t, f, mixed, ids)
+	if got, err := mixed.Rekey(context.Background(), RekeyOptions{DryRun: true}); err != nil || got.Unverified != 0 || !slices.Equal(got.ByKey, []int64{3, 3}) {
+		t.Fatalf("Rekey dry run = %+v, %v; want each session counted for both pairs", got, err)
+	}
+	if got, err := mixed.Rekey(context.Background(), RekeyOptions{SingleProcess: true}); err != nil || got.Changed != 3 || got.Encrypted != 3 {
+		t.Fatalf("Rekey = %+v, %v; want 3 re-sealed, encrypted", got, err)
+	}
+	if got, err := mixed.Rekey(context.Background(), RekeyOptions{DryRun: true}); err != nil || !slices.Equal(got.ByKey, []int64{3, 0}) {
+		t.Fatalf("Rekey dry run after = %+v, %v; want 3 for the first pair alone", got, err)
+	}
+}
+
 func bytesOf(b byte) []byte {
 	out := make([]byte, 32)
 	for i := range out {

@@ -64,7 +64,7 @@ func (a *app) rekey(ctx context.Context, store *mongostore.Store, none string, o
 	return nil
 }
 
-// byKey says how many sessions each key pair opens alone: what depends on it.
+// byKey says how many sessions need each key pair.
 func byKey(rc mongostore.RekeyCounts) string {
 	parts := make([]string, len(rc.ByKey))
 	for i, n := range rc.ByKey {

@@ -31,8 +31,8 @@ or the GC lags), which expiry mode the indexes imply and whether they are
 what the store expects, and the percentiles of the documents' BSON size,
 from a random sample. Expired ones are counted on the expiresAt index, the
 documents taken from the metadata, live is the difference (-exact counts
-them: slower). With SESSION_KEY, it reads every live session to count what
-each key pair opens alone (see rekey).`,
+them: slower). With SESSION_KEY, it reads every live session to count those that
+need each key pair (see rekey).`,
 	flags: func(fs *flag.FlagSet) body {
 		sample := fs.Int("sample", 1000, "documents to sample for sizes (0: none)")
 		exact := fs.Bool("exact", false, "count live sessions and documents exactly, on the index (slower)")
@@ -60,7 +60,7 @@ type statsReport struct {
 	LagSeconds    float64                 `json:"lagSeconds"`
 	Indexes       review.Review           `json:"indexes"`
 	Sizes         *sizeReport             `json:"sizes,omitempty"`
-	Keys          *mongostore.RekeyCounts `json:"keys,omitempty"` // with SESSION_KEY: the live sessions each key pair opens alone
+	Keys          *mongostore.RekeyCounts `json:"keys,omitempty"` // with SESSION_KEY: the live sessions that need each key pair
 }
 
 // sizeReport summarizes the BSON sizes, in bytes, of documents sampled by Method.
@@ -109,7 +109,7 @@ func (a *app) stats(ctx context.Context, c *conn, sample int, exact, asJSON bool
 	return nil
 }
 
-// keyCounts counts, with SESSION_KEY set, the live sessions each key pair opens alone (all read) into r.
+// keyCounts counts, with SESSION_KEY set, the live sessions that need each key pair (all read) into r.
 func (a *app) keyCounts(ctx context.Context, c *conn, r *statsReport) (err error) {
 	if a.getenv("SESSION_KEY") == "" {
 		return nil
@@ -117,7 +117,7 @@ func (a *app) keyCounts(ctx context.Context, c *conn, r *statsReport) (err error
 		return err
 	}
 	return a.keyedStore(ctx, c, "unset SESSION_KEY for the other counts", func(store *mongostore.Store, _ string) error {
-		defer step(a.stderr, a.progressAfter, "stats", "reading every live session to count what each key pair opens")()
+		defer step(a.stderr, a.progressAfter, "stats", "reading every live session to count what needs each key pair")()
 		rc, err := store.Rekey(ctx, mongostore.RekeyOptions{DryRun: true})
 		r.Keys = &rc
 		return err
