@@ -457,12 +457,14 @@ func ownSecret(sid string) bson.E {
 
 // acquire takes the lock of the document id, live at now, of the secret
 // whose hash is sid, and not locked, for holder until until, and returns
-// the document; nil if another holds it, or it is gone. FerretDB v1's
-// findAndModify reads, then writes: one runs at a time in this process.
-func (c collection) acquire(ctx context.Context, id, sid, holder string, now, until time.Time) (bson.Raw, error) {
+// the document; nil if another holds it, or it is gone. maybeTaken says
+// that the command failed with its outcome unknown (a timeout, a network
+// failure, ctx done while it ran): the server may hold the lock. FerretDB
+// v1's findAndModify reads, then writes: one runs at a time in this process.
+func (c collection) acquire(ctx context.Context, id, sid, holder string, now, until time.Time) (_ bson.Raw, maybeTaken bool, _ error) {
 	unlock, err := c.locks.lock(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer unlock()
 	free := bson.A{bson.D{{Key: fieldLockUntil, Value: bson.D{{Key: "$exists", Value: false}}}},
@@ -471,7 +473,8 @@ func (c collection) acquire(ctx context.Context, id, sid, holder string, now, un
 		{Key: "$and", Value: bson.A{bson.D{{Key: "$or", Value: free}}, bson.D{ownSecret(sid)}}}}
 	update := bson.D{{Key: "$set", Value: bson.D{{Key: fieldLock, Value: holder}, {Key: fieldLockUntil, Value: bson.NewDateTimeFromTime(until)}}}}
 	raw, err := c.c.FindOneAndUpdate(ctx, filter, update, options.FindOneAndUpdate().SetReturnDocument(options.After)).Raw()
-	return oneOrNone("lock session", raw, err)
+	raw, err = oneOrNone("lock session", raw, err)
+	return raw, err != nil && (uncertain(err) || ctx.Err() != nil), err
 }
 
 // release releases holder's lock of the document id, if it still holds it.

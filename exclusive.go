@@ -102,9 +102,11 @@ func (s *Store) fetch(ctx context.Context, chain, secret, holder string) (bson.R
 	start, sid := time.Now(), hashHex(secret)
 	for pause := 5 * time.Millisecond; ; pause = min(2*pause, 200*time.Millisecond) {
 		now := s.cfg.Now()
-		raw, err := s.coll.acquire(ctx, chain, sid, holder, now, now.Add(s.cfg.LockLease))
-		if err != nil { // the server may have taken it as the request went away: no lock left for LockLease
+		raw, maybeTaken, err := s.coll.acquire(ctx, chain, sid, holder, now, now.Add(s.cfg.LockLease))
+		if maybeTaken { // the server may have taken it as the request went away: no lock left for LockLease
 			s.release(ctx, chain, holder)
+		}
+		if err != nil {
 			return nil, time.Since(start), err
 		}
 		if raw == nil {

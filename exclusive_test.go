@@ -494,7 +494,7 @@ func TestReleaseSparesAConcurrentSave(t *testing.T) {
 				b, token := saveNewSession(t, f, map[any]any{"n": i})
 				chain, secret, _ := splitToken(token)
 				holder, now := newHolderID(), f.store.cfg.Now()
-				if raw, err := f.store.coll.acquire(ctx, chain, hashHex(secret), holder, now, now.Add(time.Minute)); raw == nil || err != nil {
+				if raw, _, err := f.store.coll.acquire(ctx, chain, hashHex(secret), holder, now, now.Add(time.Minute)); raw == nil || err != nil {
 					t.Fatalf("acquire: %v", err)
 				}
 				r, s := loaded(t, f, b)
