@@ -33,6 +33,7 @@ type sessionState struct {
 	others        []otherCookie // the request's other cookies of the session's name
 	managed       bool          // the middleware loaded the session, and releases its lock after its save
 	cookieSet     bool          // the store has set the session's cookie in this request
+	released      bool          // the middleware has finished with the session: encoded is dropped
 	lock          string        // the holder ID of the session's lock this request holds (exclusive.go)
 }
 
@@ -116,7 +117,7 @@ func (t *sessionTable) rebase(session *sessions.Session, st sessionState) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if old, ok := t.m[wp]; ok {
-		old.version, old.createdAt, old.encoded = st.version, st.createdAt, st.encoded
+		old.version, old.createdAt, old.encoded, old.options = st.version, st.createdAt, st.encoded, st.options
 		t.m[wp] = old
 	}
 }
@@ -130,7 +131,7 @@ func (t *sessionTable) release(session *sessions.Session) (chain, lock string) {
 	defer t.mu.Unlock()
 	if st, ok := t.m[wp]; ok {
 		chain, lock = st.id, st.lock
-		st.encoded, st.staged, st.lock = nil, nil, ""
+		st.encoded, st.staged, st.lock, st.released = nil, nil, "", true
 		t.m[wp] = st
 	}
 	return chain, lock

@@ -383,7 +383,7 @@ func (s *Store) merge(ctx context.Context, sv *saving, theirs bson.Raw) error {
 		sv.session.Values = values
 	}
 	if !sv.ownOptions {
-		sv.session.Options.MaxAge = od.maxAge
+		sv.session.Options.MaxAge, sv.st.options.MaxAge = od.maxAge, od.maxAge
 	}
 	sv.st.createdAt, sv.st.version, sv.st.encoded = od.createdAt, od.version(), encoded // theirs, with this request's changes over it
 	sv.data, err = s.encode(sv.session.Values, nil)
@@ -394,12 +394,12 @@ func (s *Store) merge(ctx context.Context, sv *saving, theirs bson.Raw) error {
 // it loaded them. Once the middleware has finished with the session (a
 // save after its response), they are no longer known: ErrConflict.
 func (s *Store) changes(ctx context.Context, sv *saving) (changes, error) {
-	if sv.st.encoded == nil {
+	if sv.st.released {
 		return changes{}, fmt.Errorf("%w: another request saved the session, and what this one changed is unknown once its middleware finished", ErrConflict)
 	}
 	base, err := s.cfg.Codec.Decode(sv.st.encoded)
 	if err != nil {
-		return changes{}, fmt.Errorf("%w: %w", ErrDecode, err)
+		return changes{}, fmt.Errorf("%w: the session as this request loaded it: %w: %w", ErrConflict, ErrDecode, err)
 	}
 	return diff(ctx, s.cfg.Codec, base, sv.session.Values)
 }
