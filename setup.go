@@ -260,8 +260,12 @@ func (s *Store) ensurePlainIndex(ctx context.Context, indexes []setup.Index) err
 // earlier formats: format 1's sparse owner index, which every save paid
 // for, and format 2's lineage index.
 func (s *Store) ensureOwnerIndex(ctx context.Context, indexes []setup.Index) error {
+	atomic, err := s.coll.atomicWrites(ctx) // read by setupIndexes already
+	if err != nil {
+		return err
+	}
 	has := func(found func(setup.Index) bool) bool { return slices.ContainsFunc(indexes, found) }
-	if has(func(i setup.Index) bool { return i.Format1Owner }) { // first: a server may refuse a second index on {owner: 1}
+	if has(func(i setup.Index) bool { return i.IsFormat1Owner(!atomic) }) { // first: a server may refuse a second index on {owner: 1}
 		if err := s.coll.dropIndex(ctx, sparseOwnerIndexName); err != nil {
 			return err
 		}
@@ -271,10 +275,10 @@ func (s *Store) ensureOwnerIndex(ctx context.Context, indexes []setup.Index) err
 			return err
 		}
 	}
-	if setup.ServesOwners(indexes) {
+	if setup.ServesOwners(indexes, !atomic) {
 		return nil
 	}
-	err := s.coll.createPartialIndex(ctx, ownerIndexName, fieldOwner)
+	err = s.coll.createPartialIndex(ctx, ownerIndexName, fieldOwner)
 	if setup.Unsupported(err) {
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: the server refuses the owner index; listing a user's sessions scans the collection",
 			slog.String("collection", s.coll.c.Name()), slog.String("error", err.Error()))

@@ -92,21 +92,31 @@ func TestInstancesStartTogether(t *testing.T) {
 }
 
 // TestOwnerIndexOfTheApplicationStays: an index named owner_1 that is not
-// format 1's (the default name of the application's own {owner: 1}, unique
-// here) is not the store's to drop; it serves listings, so the store makes
-// no second index on owner (FerretDB v1 refuses one).
+// format 1's (the default name of the application's own {owner: 1}:
+// unique, or without options where the server reports sparse) is not the
+// store's to drop; it serves listings, so the store makes no second index
+// on owner (FerretDB v1 refuses one). FerretDB v1 does not report sparse,
+// so there an owner_1 without options is taken for format 1's.
 func TestOwnerIndexOfTheApplicationStays(t *testing.T) {
-	coll := testCollection(t, testClient(t, nil))
-	_, err := coll.Indexes().CreateOne(context.Background(), mongo.IndexModel{Keys: bson.D{{Key: fieldOwner, Value: 1}},
-		Options: options.Index().SetUnique(true)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := newExpiryStore(t, coll, ExpiryAuto); err != nil {
-		t.Fatal(err)
-	}
-	if names := indexNames(t, coll); !slices.Contains(names, sparseOwnerIndexName) {
-		t.Fatalf("indexes %q: NewStore dropped the application's unique %s", names, sparseOwnerIndexName)
+	for _, tc := range []struct {
+		name string
+		opts *options.IndexOptionsBuilder
+	}{{"unique", options.Index().SetUnique(true)}, {"no options", options.Index()}} {
+		t.Run(tc.name, func(t *testing.T) {
+			coll := testCollection(t, testClient(t, nil))
+			if _, err := coll.Indexes().CreateOne(context.Background(), mongo.IndexModel{Keys: bson.D{{Key: fieldOwner, Value: 1}}, Options: tc.opts}); err != nil {
+				t.Fatal(err)
+			}
+			store, err := newExpiryStore(t, coll, ExpiryAuto)
+			if err != nil {
+				t.Fatal(err)
+			}
+			atomic, _ := store.coll.atomicWrites(context.Background())
+			names := indexNames(t, coll)
+			if want := tc.name == "unique" || atomic; slices.Contains(names, sparseOwnerIndexName) != want || !want && !slices.Contains(names, ownerIndexName) {
+				t.Fatalf("indexes %q: want the application's %s kept: %v", names, sparseOwnerIndexName, want)
+			}
+		})
 	}
 }
 

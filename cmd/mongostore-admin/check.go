@@ -72,7 +72,7 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 		return err
 	}
 	pr.print(r)
-	verdict, fails := predict(c.coll.Name(), indexes, pr)
+	verdict, fails := predict(c.coll.Name(), indexes, pr, info.Kind == setup.FerretDB1)
 	for i, v := range verdict {
 		r.line(map[bool]string{true: "ExpiryAuto"}[i == 0], "%s", v)
 	}
@@ -211,8 +211,8 @@ func (pr probes) print(r report) {
 	r.line(label, "a plain index to a TTL one: %s", pr.toTTL.result())
 }
 
-// predict says what NewStore with ExpiryAuto would do with indexes (setup.Decide, with pr's answers); fails if it would fail.
-func predict(collection string, indexes []setup.Index, pr probes) (verdict []string, fails string) {
+// predict says what NewStore with ExpiryAuto would do with indexes (setup.Decide, with pr's answers), on FerretDB v1 if v1; fails if it would fail.
+func predict(collection string, indexes []setup.Index, pr probes, v1 bool) (verdict []string, fails string) {
 	idx := setup.FindExpiresAt(indexes)
 	var a setup.Answers
 	var steps []setup.Step
@@ -235,7 +235,7 @@ func predict(collection string, indexes []setup.Index, pr probes) (verdict []str
 			a.Restored = true
 		}
 	}
-	if verdict, fails = describePlan(collection, idx, steps, setup.Decide(idx, a).Outcome); fails == "" && !setup.ServesOwners(indexes) {
+	if verdict, fails = describePlan(collection, idx, steps, setup.Decide(idx, a).Outcome); fails == "" && !setup.ServesOwners(indexes, v1) {
 		verdict = append(verdict, "NewStore creates "+setup.OwnerIndexName+" (partial) for the users' session lists")
 	}
 	return verdict, fails

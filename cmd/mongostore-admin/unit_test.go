@@ -43,7 +43,7 @@ func TestPredict(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			verdict, fails := predict("sessions", tt.indexes, tt.probes)
+			verdict, fails := predict("sessions", tt.indexes, tt.probes, false)
 			if !strings.HasPrefix(verdict[0], tt.verdict) || (tt.fail == "") != (fails == "") || !strings.Contains(fails, tt.fail) {
 				t.Errorf("predict = %q, %q; want %q…, failing with %q", verdict, fails, tt.verdict, tt.fail)
 			}
@@ -51,7 +51,7 @@ func TestPredict(t *testing.T) {
 	}
 	// The store drops its own plain index, then the server refuses the TTL
 	// index: NewStore creates the plain index again, for the GC's sweeps.
-	verdict, _ := predict("sessions", []setup.Index{plain}, probes{ttl: refused, toTTL: answered})
+	verdict, _ := predict("sessions", []setup.Index{plain}, probes{ttl: refused, toTTL: answered}, false)
 	if len(verdict) < 2 || !strings.Contains(verdict[1], "creates expiresAt_1 again, for the sweeps") {
 		t.Errorf("predict = %q, want the plain index created again", verdict)
 	}

@@ -68,7 +68,7 @@ func (r *Review) checkOwner(kind string) {
 	name, field := setup.OwnerIndexName, setup.FieldOwner
 	i := slices.IndexFunc(r.Indexes, func(idx setup.Index) bool { return idx.Name == name })
 	switch {
-	case i < 0 && setup.ServesOwners(r.Indexes):
+	case i < 0 && setup.ServesOwners(r.Indexes, kind == setup.FerretDB1):
 		r.Notes = append(r.Notes, "no "+name+" index: the application's index on "+field+" serves the listing of a user's sessions")
 	case i < 0:
 		r.Problems = append(r.Problems, "no "+name+" index: listing or ending a user's sessions scans the collection")
@@ -84,7 +84,7 @@ func (r *Review) checkOwner(kind string) {
 		name, what string
 		is         func(setup.Index) bool
 	}{
-		{setup.SparseOwnerIndexName, "the sparse owner index of format 1", func(idx setup.Index) bool { return idx.Format1Owner }},
+		{setup.SparseOwnerIndexName, "the sparse owner index of format 1", func(idx setup.Index) bool { return idx.IsFormat1Owner(kind == setup.FerretDB1) }},
 		{setup.LineageIndexName, "the lineage index of format 2", func(idx setup.Index) bool { return idx.Name == setup.LineageIndexName }},
 	} {
 		if slices.ContainsFunc(r.Indexes, old.is) {

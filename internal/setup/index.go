@@ -25,9 +25,8 @@ type Index struct {
 	// named expiresAt_1 without options, which it may replace by a TTL
 	// index. The store never drops another index.
 	Plain bool `json:"-"`
-	// Format1Owner: format 1's owner index, {owner: 1} named owner_1,
-	// sparse or without options (FerretDB v1 does not report sparse),
-	// which the store drops; another index of that name is not its own.
+	// Format1Owner: the shape of format 1's owner index, {owner: 1} named
+	// owner_1 with no option but sparse (see IsFormat1Owner).
 	Format1Owner bool `json:"-"`
 }
 
@@ -125,12 +124,19 @@ func FindExpiresAt(indexes []Index) *Index {
 	return found
 }
 
-// ServesOwners reports whether indexes hold one that serves the listing of
-// an owner's sessions, so that NewStore creates no owner index: the
-// store's own (OwnerIndexName), or the application's ordered index on
-// owner that is not partial and not format 1's (which NewStore drops).
-func ServesOwners(indexes []Index) bool {
+// IsFormat1Owner reports whether idx is format 1's owner index, which
+// NewStore drops: of its shape and sparse, or of its shape on FerretDB v1
+// (v1), which does not report sparse. An application's {owner: 1} of that
+// name, without sparse, is not the store's.
+func (idx Index) IsFormat1Owner(v1 bool) bool { return idx.Format1Owner && (idx.Sparse || v1) }
+
+// ServesOwners reports whether indexes, on FerretDB v1 if v1, hold one that
+// serves the listing of an owner's sessions, so that NewStore creates no
+// owner index: the store's own (OwnerIndexName), or the application's
+// ordered index on owner that is not partial and not format 1's (which
+// NewStore drops).
+func ServesOwners(indexes []Index, v1 bool) bool {
 	return slices.ContainsFunc(indexes, func(i Index) bool {
-		return i.Name == OwnerIndexName || i.On(FieldOwner) && i.Ordered && !i.Partial && !i.Format1Owner
+		return i.Name == OwnerIndexName || i.On(FieldOwner) && i.Ordered && !i.Partial && !i.IsFormat1Owner(v1)
 	})
 }

@@ -173,27 +173,28 @@ func TestFindExpiresAt(t *testing.T) {
 func TestServesOwners(t *testing.T) {
 	plain := mustIndex(t, `{"key": {"expiresAt": 1}, "name": "expiresAt_1"}`)
 	for _, tc := range []struct {
-		name  string
-		owner string // an index spec, or ""
-		want  bool
+		name       string
+		owner      string // an index spec, or ""
+		want, onV1 bool   // elsewhere, and on FerretDB v1
 	}{
-		{"none", "", false},
-		{"the store's", `{"key": {"owner": 1}, "name": "owner_present", "partialFilterExpression": {"owner": {"$exists": true}}}`, true},
-		{"the store's, sparse (FerretDB v1)", `{"key": {"owner": 1}, "name": "owner_present", "sparse": true}`, true},
-		{"the application's, unique", `{"key": {"owner": 1}, "name": "owner_1", "unique": true}`, true},
-		{"the application's, descending", `{"key": {"owner": -1}, "name": "by_owner"}`, true},
-		{"format 1's, dropped", `{"key": {"owner": 1}, "name": "owner_1", "sparse": true}`, false},
-		{"partial, the application's", `{"key": {"owner": 1}, "name": "o", "partialFilterExpression": {"a": 1}}`, false},
-		{"hashed", `{"key": {"owner": "hashed"}, "name": "owner_hashed"}`, false},
-		{"compound", `{"key": {"owner": 1, "expiresAt": 1}, "name": "oe"}`, false},
+		{"none", "", false, false},
+		{"the store's", `{"key": {"owner": 1}, "name": "owner_present", "partialFilterExpression": {"owner": {"$exists": true}}}`, true, true},
+		{"the store's, sparse (FerretDB v1)", `{"key": {"owner": 1}, "name": "owner_present", "sparse": true}`, true, true},
+		{"the application's, unique", `{"key": {"owner": 1}, "name": "owner_1", "unique": true}`, true, true},
+		{"the application's, descending", `{"key": {"owner": -1}, "name": "by_owner"}`, true, true},
+		{"the application's, no options (format 1's on FerretDB v1, which leaves sparse out)", `{"key": {"owner": 1}, "name": "owner_1"}`, true, false},
+		{"format 1's, dropped", `{"key": {"owner": 1}, "name": "owner_1", "sparse": true}`, false, false},
+		{"partial, the application's", `{"key": {"owner": 1}, "name": "o", "partialFilterExpression": {"a": 1}}`, false, false},
+		{"hashed", `{"key": {"owner": "hashed"}, "name": "owner_hashed"}`, false, false},
+		{"compound", `{"key": {"owner": 1, "expiresAt": 1}, "name": "oe"}`, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			indexes := []Index{plain}
 			if tc.owner != "" {
 				indexes = append(indexes, mustIndex(t, tc.owner))
 			}
-			if got := ServesOwners(indexes); got != tc.want {
-				t.Fatalf("ServesOwners = %v, want %v", got, tc.want)
+			if got, onV1 := ServesOwners(indexes, false), ServesOwners(indexes, true); got != tc.want || onV1 != tc.onV1 {
+				t.Fatalf("ServesOwners = %v, on FerretDB v1 %v; want %v, %v", got, onV1, tc.want, tc.onV1)
 			}
 		})
 	}
