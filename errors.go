@@ -13,8 +13,10 @@ import (
 var (
 	// ErrInvalidConfig is returned by NewStore for invalid configuration,
 	// keys, or indexes (the message says what to do), by Save for cookie
-	// options that browsers would refuse, and by every method given a nil
-	// argument it needs.
+	// options that browsers would refuse, by Save and RegenerateID for a new
+	// session or a regeneration once the middleware's response has started
+	// (its cookie would be lost), and by every method given a nil argument
+	// it needs.
 	ErrInvalidConfig = errors.New("mongostore: invalid configuration")
 
 	// ErrInvalidCookie is returned by Get and New, with a new session, when
@@ -25,7 +27,8 @@ var (
 	// stored session cannot be read: written without this application's
 	// keys, not encrypted while the store encrypts, in an unknown format,
 	// or by another codec. Lock returns it for such a session too, and
-	// Save and RegenerateID under ErrConflict.
+	// Save and RegenerateID under ErrConflict (another save's document, or
+	// this request's own as loaded).
 	ErrDecode = errors.New("mongostore: cannot decode stored session")
 
 	// ErrEncode is returned by Save when the session values cannot be
@@ -41,10 +44,12 @@ var (
 	// saves of the session kept changing it, so that this one could not
 	// apply its changes after several attempts, or another save meanwhile
 	// stored what this one cannot read (ErrDecode too: an instance with
-	// newer keys or codec). Nothing of it was written.
+	// newer keys or codec), or a save after the middleware finished with
+	// the session met another save (its changes can no longer be told from
+	// the other's). Nothing of it was written.
 	// EndOtherSessions and the per-owner limit (under ErrLimit) return it
 	// when the owner's sessions kept being saved while they were ended.
-	ErrConflict = errors.New("mongostore: session changed by too many concurrent saves")
+	ErrConflict = errors.New("mongostore: session changed by concurrent saves")
 
 	// ErrDatabase wraps failures of database commands, timeouts included.
 	ErrDatabase = errors.New("mongostore: database error")

@@ -84,12 +84,12 @@ func listDiff(ctx context.Context, codec Codec, old, cur []any) (listChange, err
 	if err != nil {
 		return listChange{}, err
 	}
-	removed, added := unmatched(had, has)
+	removed, added, err := unmatched(ctx, had, has)
 	lc := listChange{removed: removed}
 	for _, a := range added {
 		lc.added = append(lc.added, a.item)
 	}
-	return lc, nil
+	return lc, err
 }
 
 // apply applies the changes to values, another request's, in place.
@@ -106,7 +106,10 @@ func apply(ctx context.Context, codec Codec, c *changes, values map[any]any) err
 		if err != nil {
 			return err
 		}
-		_, kept := unmatched(lc.removed, theirs)
+		_, kept, err := unmatched(ctx, lc.removed, theirs)
+		if err != nil {
+			return err
+		}
 		merged := make([]any, 0, len(kept)+len(lc.added))
 		for _, t := range kept {
 			merged = append(merged, t.item)
@@ -140,7 +143,7 @@ const maxDeepPairs = 1 << 16
 // returns those of each left unpaired, in order: first by encoding, then,
 // if few are left, by reflect.DeepEqual, as an encoding can differ between
 // two calls for one item (gob writes a map in Go's random order).
-func unmatched(a, b []keyedItem) (aLeft, bLeft []keyedItem) {
+func unmatched(ctx context.Context, a, b []keyedItem) (aLeft, bLeft []keyedItem, err error) {
 	counts := make(map[string]int, len(a))
 	for _, x := range a {
 		counts[x.key]++
@@ -158,17 +161,21 @@ func unmatched(a, b []keyedItem) (aLeft, bLeft []keyedItem) {
 			aLeft = append(aLeft, x)
 		}
 	}
-	if len(aLeft)*len(bLeft) > maxDeepPairs {
-		return aLeft, bLeft
+	if len(aLeft) > 0 && len(bLeft) > maxDeepPairs/len(aLeft) {
+		return aLeft, bLeft, nil
 	}
-	return pairDeep(aLeft, bLeft)
+	return pairDeep(ctx, aLeft, bLeft)
 }
 
 // pairDeep pairs the items of a with those of b that reflect.DeepEqual
-// holds equal, each at most once, and returns those left unpaired.
-func pairDeep(a, b []keyedItem) (aLeft, bLeft []keyedItem) {
+// holds equal, each at most once, and returns those left unpaired; before
+// each item of a it checks that ctx (Config.Timeout) has not run out.
+func pairDeep(ctx context.Context, a, b []keyedItem) (aLeft, bLeft []keyedItem, err error) {
 	paired := make([]bool, len(b))
 	for _, x := range a {
+		if err := merging(ctx); err != nil {
+			return nil, nil, err
+		}
 		j := -1
 		for i, y := range b {
 			if !paired[i] && reflect.DeepEqual(x.item, y.item) {
@@ -187,7 +194,7 @@ func pairDeep(a, b []keyedItem) (aLeft, bLeft []keyedItem) {
 			bLeft = append(bLeft, y)
 		}
 	}
-	return aLeft, bLeft
+	return aLeft, bLeft, nil
 }
 
 // itemKey returns the encoding of item, the i-th of its list, by which
@@ -195,8 +202,8 @@ func pairDeep(a, b []keyedItem) (aLeft, bLeft []keyedItem) {
 // has not run out.
 func itemKey(ctx context.Context, codec Codec, i int, item any) (string, error) {
 	if i%1024 == 1023 {
-		if err := ctx.Err(); err != nil {
-			return "", dbError("merge concurrent changes", err)
+		if err := merging(ctx); err != nil {
+			return "", err
 		}
 	}
 	b, err := codec.Encode(map[any]any{"": item})
@@ -204,4 +211,13 @@ func itemKey(ctx context.Context, codec Codec, i int, item any) (string, error) 
 		return "", fmt.Errorf("%w: %w", ErrEncode, err)
 	}
 	return string(b), nil
+}
+
+// merging returns an error wrapping ErrDatabase once ctx (Config.Timeout)
+// has run out: a merge's bound.
+func merging(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return dbError("merge concurrent changes", err)
+	}
+	return nil
 }

@@ -671,3 +671,27 @@ func TestMergeOverValuesEncodedAsNil(t *testing.T) {
 		t.Fatalf("after both saves: %v, %v; want a and b", s.Values, err)
 	}
 }
+
+// TestDeepPairing: items whose encodings differ are paired by
+// reflect.DeepEqual, while few are left over, and the pairing runs out
+// with its context (Config.Timeout).
+func TestDeepPairing(t *testing.T) {
+	a := []keyedItem{{"#1", map[string]int{"x": 1}}, {"#2", "kept"}}
+	b := []keyedItem{{"#3", "added"}, {"#4", map[string]int{"x": 1}}}
+	aLeft, bLeft, err := unmatched(context.Background(), a, b)
+	if err != nil || len(aLeft) != 1 || aLeft[0].item != "kept" || len(bLeft) != 1 || bLeft[0].item != "added" {
+		t.Fatalf("unmatched = %v, %v, %v; want the maps paired", aLeft, bLeft, err)
+	}
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := unmatched(done, a, b); !errors.Is(err, ErrDatabase) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("a pairing past its context: %v, want ErrDatabase wrapping context.Canceled", err)
+	}
+	many := make([]keyedItem, maxDeepPairs/2+1) // too many to compare with two: left unpaired
+	for i := range many {
+		many[i] = keyedItem{fmt.Sprint("many ", i), i}
+	}
+	if aLeft, _, err := unmatched(done, a, many); err != nil || len(aLeft) != 2 {
+		t.Fatalf("past maxDeepPairs: %v, %v; want no deep pass", aLeft, err)
+	}
+}

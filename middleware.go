@@ -20,7 +20,8 @@ import (
 // Middleware returns net/http middleware that loads the session called name
 // for each request (handlers get it with store.Get) and saves it if changed
 // just before the response headers go out; a later change is still saved,
-// but a new session then gets no cookie. An unchanged session is rewritten
+// but not a new session's nor a changed ID's, which would need a cookie
+// (logged). An unchanged session is rewritten
 // once per Config.TouchInterval, to slide its expiry. If a load or save
 // fails, onError answers instead of the handler, err wrapping ErrDatabase,
 // ErrSessionGone, ErrConflict, ErrLocked, ErrEncode or ErrInvalidConfig;

@@ -18,8 +18,9 @@ import (
 // cookie, authenticates the document) and an optional block key of 16, 24
 // or 32 (it encrypts both); more pairs rotate keys. NewStore prepares coll
 // for cfg.Expiry (TTL index, or a GC goroutine until Close) and the owner
-// index, within ctx's deadline, or Config.Timeout if ctx has none. Errors
-// wrap ErrInvalidConfig (saying what to do) or ErrDatabase.
+// index, within ctx's deadline, or Config.Timeout if ctx has none (one
+// Timeout more to put back an index it dropped, if the set-up then fails).
+// Errors wrap ErrInvalidConfig (saying what to do) or ErrDatabase.
 func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs ...[]byte) (*Store, error) {
 	if ctx == nil {
 		return nil, errNil("context")
@@ -92,8 +93,10 @@ func (s *Store) setupIndexes(ctx context.Context) error {
 	}
 }
 
-// setupPass is one pass of setupIndexes, from a reading of the indexes.
+// setupPass is one pass of setupIndexes, from a reading of the indexes
+// and the configured expiry mode.
 func (s *Store) setupPass(ctx context.Context) error {
+	s.expiry = s.cfg.Expiry
 	specs, err := s.coll.indexSpecs(ctx)
 	if err != nil {
 		return err

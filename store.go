@@ -440,8 +440,10 @@ func (s *Store) sent(w http.ResponseWriter, sv *saving, d *document) error {
 // session fixation. The old cookie loads nothing from then on, and a
 // request that loaded the session with it can no longer save it
 // (ErrSessionGone). Its handle stays the same. If the session ended
-// meanwhile, it returns ErrSessionGone; after another failure the session
-// keeps its old secret, and its next save regenerates it.
+// meanwhile, it returns ErrSessionGone; once the middleware's response has
+// started, ErrInvalidConfig (the new cookie could not be set), and nothing
+// changes; after another failure the session keeps its old secret, and its
+// next save regenerates it.
 func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
 	if err := checkArgs(r, w, session); err != nil {
 		return err
