@@ -298,7 +298,7 @@ func (a *app) checkKeys(store *mongostore.Store, c *conn, sessions []bson.Raw, d
 	}
 	if unread == 0 || unread < len(sessions) {
 		if unread > 0 {
-			fmt.Fprintf(a.stderr, "mongostore-admin: warning: %d of the %d sessions sampled from %s do not open with these keys (%v): those under a key pair not given are neither listed, ended nor re-sealed\n", unread, len(sessions), c.name(), first)
+			fmt.Fprintf(a.stderr, "mongostore-admin: warning: %d of the %d sessions sampled from %s do not open with these keys (the first: %v): those under a key pair not given are neither listed, ended nor re-sealed\n", unread, len(sessions), c.name(), first)
 		}
 		return nil
 	}

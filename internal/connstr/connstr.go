@@ -68,12 +68,13 @@ func Redact(msg, uri string) string {
 // "S3cretPw"` for a password taken for a port): each quoted string, and
 // each word of three characters or more, found in the URI before its
 // options becomes "…"; if a part of four characters of it still shows,
-// none of msg is shown.
+// none of msg is shown. A URI of another scheme (a missing colon, say) is
+// said to be one.
 func MaskParseError(msg, uri string) string {
-	_, authority, ok := strings.Cut(uri, "://")
-	if !ok {
-		authority = uri
+	if !strings.HasPrefix(uri, "mongodb://") && !strings.HasPrefix(uri, "mongodb+srv://") {
+		return "it does not start with mongodb:// or mongodb+srv://"
 	}
+	_, authority, _ := strings.Cut(uri, "://")
 	authority, _, _ = strings.Cut(authority, "?")
 	plain, err := url.PathUnescape(authority)
 	if err != nil {

@@ -31,6 +31,8 @@ func TestMaskParseError(t *testing.T) {
 		{`unknown read preference sideways`, "mongodb://an:pw@db/?readPreference=sideways", `unknown read preference sideways`},
 		{`error parsing uri: host db7.qxzcorp.lan:99999 is wrong`, "mongodb://db7.qxzcorp.lan:99999/", `error parsing uri: host … is wrong`},
 		{`bad password S3cretPwXYZ`, "mongodb://u:S3cretPw@db/", "the driver's reason is not shown: it quotes part of the user name, password or host"},
+		{`scheme must be "mongodb" or "mongodb+srv"`, "mongodb//u:S3cretPw@db/", "it does not start with mongodb:// or mongodb+srv://"},
+		{`scheme must be "mongodb" or "mongodb+srv"`, "postgres://db/", "it does not start with mongodb:// or mongodb+srv://"},
 	} {
 		if got := MaskParseError(tc.msg, tc.uri); got != tc.want {
 			t.Errorf("MaskParseError(%q, %q) = %q, want %q", tc.msg, tc.uri, got, tc.want)
