@@ -80,7 +80,7 @@ func Example() {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		session, _ := store.Get(r, "session") // a fresh session on a bad or expired cookie
 		visits, _ := session.Values["visits"].(int)
-		session.Values["visits"] = visits + 1 // two requests at once count one: Exclusive() runs them in turn
+		session.Values["visits"] = visits + 1 // two requests at once count one: Middleware(…, Exclusive()) runs them in turn
 		if err := session.Save(r, w); err != nil {
 			http.Error(w, "cannot save session", http.StatusInternalServerError)
 			return

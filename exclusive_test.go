@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -158,6 +159,28 @@ func TestCancelledLoadLeavesNoLock(t *testing.T) {
 	}
 	if holder, err := raw.LookupErr(fieldLock); err == nil {
 		t.Fatalf("the session stays locked by %s after its request went away", holder)
+	}
+}
+
+// TestLockWaitReleasesNothing: an exclusive load that gives up while it
+// waits for this process's own chain lock (a save of the session under
+// way) has sent no findAndModify, so it sends no release either.
+func TestLockWaitReleasesNothing(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, token := saveNewSession(t, f, map[any]any{"k": "v"})
+	unlock, err := f.store.coll.locks.lock(context.Background(), docID(token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	f.cmds.reset()
+	if _, err := f.store.newSession(b.request().WithContext(ctx), testSessionName, false, true); !errors.Is(err, ErrDatabase) {
+		t.Fatalf("a locked load that outlived its request: %v, want ErrDatabase", err)
+	}
+	if writes := slices.DeleteFunc(commandNames(f.cmds), func(name string) bool { return name == "find" }); len(writes) > 0 {
+		t.Fatalf("commands %q sent: want no write (nothing was locked)", writes)
 	}
 }
 

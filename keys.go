@@ -274,23 +274,24 @@ func (s *sealer) keyOf(d *document) int {
 // encrypted with its block key), or else the first that verifies it and
 // the first that reads it; nil if none verifies it or none reads it.
 func (s *sealer) needs(d *document) []int {
-	verifies, reads := -1, -1
+	verifies := -1
 	for i, pool := range s.macs {
-		mac, read := macMatches(pool, d, d.mac), s.reads(i, d)
-		if mac && read {
+		if !macMatches(pool, d, d.mac) {
+			continue
+		}
+		if s.reads(i, d) {
 			return []int{i}
 		}
-		if mac && verifies < 0 {
+		if verifies < 0 {
 			verifies = i
 		}
-		if read && reads < 0 {
-			reads = i
+	}
+	for i := range s.macs {
+		if verifies >= 0 && s.reads(i, d) {
+			return []int{verifies, i}
 		}
 	}
-	if verifies < 0 || reads < 0 {
-		return nil
-	}
-	return []int{verifies, reads}
+	return nil
 }
 
 // reads reports whether key pair i reads d's data.

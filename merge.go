@@ -161,7 +161,7 @@ func unmatched(ctx context.Context, a, b []keyedItem) (aLeft, bLeft []keyedItem,
 			aLeft = append(aLeft, x)
 		}
 	}
-	if len(aLeft) > 0 && len(bLeft) > maxDeepPairs/len(aLeft) {
+	if len(aLeft) == 0 || len(bLeft) == 0 || len(bLeft) > maxDeepPairs/len(aLeft) {
 		return aLeft, bLeft, nil
 	}
 	return pairDeep(ctx, aLeft, bLeft)

@@ -79,7 +79,7 @@ func (s *Store) answerError(w http.ResponseWriter, r *http.Request, err error) {
 		log.LogAttrs(r.Context(), slog.LevelInfo, "mongostore: session ended during the request", path)
 		http.Error(w, "Your session ended while this request ran. Please reload the page.", http.StatusConflict)
 	case errors.Is(err, ErrConflict):
-		log.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: session changed by too many concurrent requests", path)
+		log.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: session changed by concurrent requests", path, slog.String("error", err.Error()))
 		http.Error(w, "Your session changed in other requests while this one ran. Please try again.", http.StatusConflict)
 	case errors.Is(err, ErrLocked):
 		log.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: the session stayed locked by another request", path)

@@ -201,7 +201,7 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 	case sv.outcome == outcomeEnded:
 		err = s.end(ctx, w, session, sv.st, EndLogout)
 	case (sv.outcome == outcomeInserted || sv.outcome == outcomeRegenerated) && responseStarted(w):
-		err = fmt.Errorf("%w: the response has started, so the session's new cookie could not be set: save it before writing the response", ErrInvalidConfig)
+		err = errResponseStarted
 	case sv.st.id == "":
 		err = s.insert(ctx, w, sv)
 	default: // an update, or a regeneration with a new secret
@@ -219,6 +219,11 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 	}
 	return err
 }
+
+// errResponseStarted is Save's error for a new cookie the response can no
+// longer carry.
+var errResponseStarted = fmt.Errorf("%w: the response has started, so the session's new cookie could not be set: "+
+	"save it before writing the response", ErrInvalidConfig)
 
 // startedWriter is a ResponseWriter that knows whether its response has
 // started (the middleware's).
@@ -451,8 +456,8 @@ func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *se
 	token := session.ID
 	session.ID = ""
 	err := s.Save(r, w, session)
-	if errors.Is(err, ErrSessionGone) || errors.Is(err, ErrInvalidConfig) {
-		session.ID = token // nothing regenerated, or left to: the middleware must not try again
+	if errors.Is(err, ErrSessionGone) || errors.Is(err, errResponseStarted) {
+		session.ID = token // nothing left to regenerate, or no cookie to carry it: the middleware must not try again
 	}
 	return err
 }

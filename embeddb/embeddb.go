@@ -40,7 +40,9 @@ type Config struct {
 }
 
 // ErrDirInUse is the error of Start when another server, in this process or
-// another, has the data directory: two would corrupt its files.
+// another, has the data directory: two would corrupt its files. The lock
+// is flock(2)'s, on Linux, macOS and the BSDs: on NFS it holds between
+// processes only.
 var ErrDirInUse = errors.New("embeddb: the data directory is in use by another embedded server")
 
 // lockFileName is the file in the data directory that a server locks.
@@ -63,15 +65,18 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	unlock, err := lockDir(dir)
-	if err != nil {
-		return nil, err
-	}
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1:0"
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("embeddb: %w", err)
+	}
+	unlock, err := lockDir(dir, cfg.Logger)
+	if err != nil {
+		return nil, err
 	}
 	f, err := ferretdb.New(&ferretdb.Config{
 		Listener:  ferretdb.ListenerConfig{TCP: cfg.Addr},
@@ -96,7 +101,8 @@ func serve(ctx context.Context, f *ferretdb.FerretDB, unlock func()) (*Server, e
 		unlock() // the files are released
 		s.done <- err
 	}()
-	// MongoDBURI blocks until the listener is bound (or Run gave up).
+	// ferretdb.New has bound the listener: MongoDBURI answers at once, and
+	// Run returns only once runCtx is done (not yet: ctx was checked).
 	uriCh := make(chan string, 1)
 	go func() { uriCh <- f.MongoDBURI() }()
 	select {

@@ -101,11 +101,11 @@ func startEmbedded(ctx context.Context, cfg config, logger *slog.Logger, stdout 
 		// FerretDB is verbose (it logs failed commands as warnings): keep its errors only.
 		Logger: slog.New(slog.NewTextHandler(stdout, &slog.HandlerOptions{Level: slog.LevelError})).With("component", "embeddb"),
 	})
-	if err == nil {
-		err = save() // once it runs: not over the address of the server that has the directory
-	}
 	if err != nil {
 		return nil, "", fmt.Errorf("start embedded database: %w", err)
+	}
+	if err := save(); err != nil { // once it runs: not over the address of the server that has the directory
+		logger.Warn("the embedded database's address is not saved: the next start may choose another", "error", err)
 	}
 	dir, err := filepath.Abs(cfg.DataDir)
 	if err != nil {
@@ -141,9 +141,13 @@ func embeddedAddr(cfg config, def string, logger *slog.Logger) (addr string, sav
 		if err != nil {
 			return "", nil, fmt.Errorf("embedded database: %s is in use, and no other port is free: %w", addr, err)
 		}
-		logger.Warn(fmt.Sprintf("%s is in use: the embedded database listens on %s instead, and will at the next starts with this DATA_DIR (set EMBEDDED_DB_ADDR to choose the address)", addr, free),
-			"taken", addr, "addr", free)
+		taken := addr
 		addr = free
+		return addr, func() error { // said once it runs: a second app on the directory gets no further
+			logger.Warn(fmt.Sprintf("%s is in use: the embedded database listens on %s instead, and will at the next starts with this DATA_DIR (set EMBEDDED_DB_ADDR to choose the address)", taken, free),
+				"taken", taken, "addr", free)
+			return saveAddr(file, addr)
+		}, nil
 	case err != nil:
 		return "", nil, listenError("embedded database", "EMBEDDED_DB_ADDR", addr, err)
 	}

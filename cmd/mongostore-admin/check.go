@@ -236,7 +236,7 @@ func predict(collection string, indexes []setup.Index, pr probes, v1 bool) (verd
 		}
 	}
 	if verdict, fails = describePlan(collection, idx, steps, setup.Decide(idx, a).Outcome); fails == "" && !setup.ServesOwners(indexes, v1) {
-		verdict = append(verdict, "NewStore creates "+setup.OwnerIndexName+" (partial) for the users' session lists")
+		verdict = append(verdict, "NewStore creates "+setup.OwnerIndexName+map[bool]string{false: " (partial)", true: " (sparse)"}[v1]+" for the users' session lists")
 	}
 	return verdict, fails
 }

@@ -465,7 +465,7 @@ func TestCheck(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("exit code %d", r.code)
 	}
-	mustContain(t, "stdout", r.stdout, "does not exist yet", "NewStore creates owner_present (partial)")
+	mustContain(t, "stdout", r.stdout, "does not exist yet", "NewStore creates owner_present "+map[bool]string{false: "(partial)", true: "(sparse)"}[info.Kind == setup.FerretDB1])
 	assertNoScratch(t)
 }
 

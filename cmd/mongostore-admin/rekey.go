@@ -26,7 +26,7 @@ with, would store them plain: it refuses that without -decrypt. On
 FerretDB v1, whose writes are not atomic across processes, it refuses to
 write unless -offline says the application is stopped. It never deletes,
 and can run again after a cut; -dry-run counts only. Progress goes to
-standard error; it exits 1 if some sessions verify with none of the keys,
+standard error; it exits 1 if some sessions open with none of the keys,
 or hold values of types it cannot decode (Store.Rekey re-seals those).`,
 	flags: func(fs *flag.FlagSet) body {
 		var opts mongostore.RekeyOptions
@@ -50,7 +50,7 @@ func (a *app) rekey(ctx context.Context, store *mongostore.Store, none string, o
 		return fmt.Errorf("%w (Decrypt is -decrypt here, SingleProcess -offline)", err)
 	}
 	stopped := map[bool]string{true: "until it stopped: "}[err != nil]
-	fmt.Fprintf(a.stdout, "%s%s%s: %d %s under the first key pair (%d encrypted, %d decrypted), %d verified by none of the keys, %d with values this command cannot decode (left alone)\n",
+	fmt.Fprintf(a.stdout, "%s%s%s: %d %s under the first key pair (%d encrypted, %d decrypted), %d opened by none of the keys, %d with values this command cannot decode (left alone)\n",
 		stopped, plural(int(rc.Live), "live session"), none, rc.Changed, verb, rc.Encrypted, rc.Decrypted, rc.Unverified, rc.Undecodable)
 	fmt.Fprintf(a.stdout, "before: %s\n", byKey(rc))
 	switch {

@@ -22,13 +22,13 @@ func TestRekey(t *testing.T) {
 	before, _ := f.coll.CountDocuments(context.Background(), bson.D{})
 
 	r := runCmd(t, env, "rekey", "-dry-run")
-	mustContain(t, "stdout", r.stdout, "5 live sessions: 5 to re-seal under the first key pair (0 encrypted, 0 decrypted), 0 verified by none",
+	mustContain(t, "stdout", r.stdout, "5 live sessions: 5 to re-seal under the first key pair (0 encrypted, 0 decrypted), 0 opened by none",
 		"key pair 1: 0, key pair 2: 5")
 	if r = runCmd(t, map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": "zz"}, "stats"); r.code != 2 {
 		t.Fatalf("stats with a SESSION_KEY not in hex: exit %d, stderr %q; want 2, a usage error", r.code, r.stderr)
 	}
 	r = runCmd(t, env, "stats")
-	mustContain(t, "stdout", r.stdout, "keys        key pair 1: 0, key pair 2: 5 (of 5 live sessions; 0 verified by none, 0 with values this command cannot decode)")
+	mustContain(t, "stdout", r.stdout, "keys        key pair 1: 0, key pair 2: 5 (of 5 live sessions; 0 opened by none, 0 with values this command cannot decode)")
 	r = runCmd(t, env, "rekey", "-offline")
 	if r.code != 0 {
 		t.Fatalf("exit code %d", r.code)
@@ -105,7 +105,7 @@ func TestSessionsTheCommandCannotDecode(t *testing.T) {
 	login(t, other, "carol", "Safari on iPhone")
 	env := map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": strings.Repeat("9a", 32) + "," + testKey}
 	r := runCmd(t, env, "rekey", "-dry-run")
-	mustContain(t, "stdout", r.stdout, "7 live sessions: 5 to re-seal", "0 verified by none of the keys, 2 with values this command cannot decode")
+	mustContain(t, "stdout", r.stdout, "7 live sessions: 5 to re-seal", "0 opened by none of the keys, 2 with values this command cannot decode")
 	if r.code != 1 || !strings.Contains(r.stderr, "2 sessions hold values of types this command cannot decode") {
 		t.Fatalf("rekey -dry-run: exit %d, stderr %q; want 1, and the 2 sessions it cannot decode", r.code, r.stderr)
 	}

@@ -266,7 +266,7 @@ func (r *statsReport) print(w io.Writer, server string) {
 	}
 	printIndexes(p, r.Indexes)
 	if k := r.Keys; k != nil {
-		p.line("keys", "%s (of %s; %d verified by none, %d with values this command cannot decode)", byKey(*k), plural(int(k.Live), "live session"), k.Unverified, k.Undecodable)
+		p.line("keys", "%s (of %s; %d opened by none, %d with values this command cannot decode)", byKey(*k), plural(int(k.Live), "live session"), k.Unverified, k.Undecodable)
 	}
 	if s := r.Sizes; s != nil && s.Count == 0 {
 		p.line("sizes", "no documents to sample")

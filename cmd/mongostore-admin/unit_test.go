@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/mongostore/mongostore/internal/setup"
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // TestPredict checks what check says NewStore would do, for the indexes
@@ -48,6 +49,19 @@ func TestPredict(t *testing.T) {
 				t.Errorf("predict = %q, %q; want %q…, failing with %q", verdict, fails, tt.verdict, tt.fail)
 			}
 		})
+	}
+	// An owner_1 without options is the application's, which serves the
+	// lists, but on FerretDB v1, which leaves sparse out of format 1's.
+	spec, err := bson.Marshal(bson.D{{Key: "key", Value: bson.D{{Key: "owner", Value: 1}}}, {Key: "name", Value: "owner_1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appOwner := setup.ParseIndex(spec)
+	for _, v1 := range []bool{false, true} {
+		verdict, _ := predict("sessions", []setup.Index{appOwner}, documentDB, v1)
+		if creates := strings.Contains(strings.Join(verdict, "\n"), "creates owner_present"); creates != v1 {
+			t.Errorf("on FerretDB v1 %v: predict = %q; want owner_present created: %v", v1, verdict, v1)
+		}
 	}
 	// The store drops its own plain index, then the server refuses the TTL
 	// index: NewStore creates the plain index again, for the GC's sweeps.
