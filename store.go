@@ -231,10 +231,14 @@ type startedWriter interface{ responseStarted() bool }
 
 // responseStarted reports whether w, or a writer it wraps (at most 32
 // deep), says its response has started: a cookie set now would be lost.
+// Gin's and negroni's writers say it with Written.
 func responseStarted(w http.ResponseWriter) bool {
 	for range 32 {
 		if sw, ok := w.(startedWriter); ok {
 			return sw.responseStarted()
+		}
+		if ww, ok := w.(interface{ Written() bool }); ok && ww.Written() {
+			return true
 		}
 		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
 		if !ok {

@@ -287,7 +287,7 @@ func TestRegenerateIDThroughMongoStore(t *testing.T) {
 		session := sessions.Default(c)
 		session.Set("role", "admin")
 		gs, err := store.Get(c.Request, sessionName) // the same session, as gorilla sees it
-		if err != nil {
+		if err != nil && !errors.Is(err, mongostore.ErrInvalidCookie) && !errors.Is(err, mongostore.ErrDecode) {
 			c.String(http.StatusInternalServerError, "get: %v", err)
 			return
 		}
@@ -312,6 +312,47 @@ func TestRegenerateIDThroughMongoStore(t *testing.T) {
 	}
 	if got := app.get(t, before); got != "" {
 		t.Errorf("with the cookie from before login, user = %q, want none", got)
+	}
+	// A bad cookie (tampered, or another store's) is no failure: a login
+	// over it gets a new session.
+	res = app.do(t, "/login", &http.Cookie{Name: sessionName, Value: "not-a-session-cookie"})
+	if res.Code != http.StatusOK || sessionCookie(t, res).Value == "" {
+		t.Fatalf("GET /login with a bad cookie: %d %s", res.Code, res.Body)
+	}
+}
+
+// TestLateRegenerationIsRefused: once the handler has written its response
+// (gin's writer says Written), a RegenerateID, whose cookie could no
+// longer be sent, fails with ErrInvalidConfig and changes nothing, and a
+// new session's save stores nothing: the old cookie still loads.
+func TestLateRegenerationIsRefused(t *testing.T) {
+	store := ginstore.New(newMongoStore(t, mongostore.Config{}))
+	app := newSessionApp(t, store)
+	app.router.GET("/late", func(c *gin.Context) {
+		gs, err := store.Get(c.Request, sessionName)
+		c.String(http.StatusOK, "ok")
+		if err == nil {
+			err = store.MongoStore().RegenerateID(c.Request, c.Writer, gs)
+		}
+		if !errors.Is(err, mongostore.ErrInvalidConfig) {
+			t.Errorf("a regeneration after the response: %v, want ErrInvalidConfig", err)
+		}
+	})
+	app.router.GET("/late-new", func(c *gin.Context) {
+		c.String(http.StatusOK, "ok")
+		session := sessions.Default(c)
+		session.Set("user", "bob")
+		if err := session.Save(); !errors.Is(err, mongostore.ErrInvalidConfig) {
+			t.Errorf("a new session saved after the response: %v, want ErrInvalidConfig", err)
+		}
+	})
+	before := app.set(t)
+	app.do(t, "/late", before)
+	if got := app.get(t, before); got != "ada" {
+		t.Errorf("with the cookie from before the refused regeneration, user = %q, want ada", got)
+	}
+	if res := app.do(t, "/late-new", nil); res.Header().Get("Set-Cookie") != "" {
+		t.Errorf("a refused save set a cookie: %q", res.Header().Get("Set-Cookie"))
 	}
 }
 
