@@ -89,7 +89,7 @@ type Config struct {
 	MaxSessionsPerOwner int
 
 	// OnEvent, if set, is called at every transition of a session
-	// (created, regenerated, ended, expired), inside the operation that
+	// (created, regenerated, ended, expired, locked), inside the operation that
 	// made it, after its database command, with the caller's ctx: keep it
 	// quick. A panic in it is logged, not passed on.
 	OnEvent func(ctx context.Context, e Event)

@@ -28,7 +28,7 @@ func (s *Store) emitEvent(ctx context.Context, e Event) {
 	defer func() {
 		if v := recover(); v != nil {
 			s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: the OnEvent subscriber panicked",
-				slog.String("event", string(e.Kind)), slog.String("panic", fmt.Sprint(v)))
+				slog.String("event", string(e.Kind)), slog.String("panic", fmt.Sprintf("%T", v))) // its type: its text may hold the event's owner
 		}
 	}()
 	s.cfg.OnEvent(ctx, e)

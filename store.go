@@ -209,7 +209,7 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 			s.emit(ctx, EventRegenerated, "", s.states.get(session)) // the chain's lock released: the subscriber may end it
 		}
 	}
-	sp.outcome, sp.retries = sv.outcome, sv.retries
+	sp.outcome, sp.retries, sp.met = sv.outcome, sv.retries, sv.met
 	if sv.outcome != outcomeEnded {
 		sp.size = len(sv.data)
 	}
@@ -261,6 +261,7 @@ type saving struct {
 	op         operation
 	outcome    outcome  // if it succeeds
 	retries    int      // writes after the first, each after another save
+	met        bool     // a write met another save
 	mine       *changes // this request's changes, once a conflict needs them (merge.go)
 }
 
@@ -347,6 +348,7 @@ func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) (
 		case attempt == maxSaveAttempts:
 			return fmt.Errorf("%w: %d writes met concurrent saves", ErrConflict, attempt)
 		}
+		sv.met = true
 		if err := s.merge(ctx, sv, theirs); err != nil {
 			return err
 		}

@@ -191,6 +191,7 @@ type span struct {
 	outcome outcome       // if it succeeds
 	size    int           // encoded bytes of the values loaded or saved; -1 for none
 	retries int           // writes after the first that met a concurrent save
+	met     bool          // a save met a concurrent save (merged, gave up, or found the session gone)
 	count   int64         // sessions deleted (gc_sweep), listed or ended
 	wait    time.Duration // how long a load waited for the session's lock; -1 if it took none
 }
@@ -237,8 +238,10 @@ func (s *span) measure(err error, out outcome, kind int) {
 	if s.writes() && err == nil && s.size >= 0 {
 		t.size.Record(s.ctx, int64(s.size), t.byOutcome[s.op][out]...)
 	}
-	if s.retries > 0 {
+	if s.met || s.retries > 0 {
 		t.conflicts.Add(s.ctx, 1, t.byOp[s.op]...)
+	}
+	if s.retries > 0 {
 		t.retries.Add(s.ctx, int64(s.retries), t.byOp[s.op]...)
 	}
 	if s.op == opGCSweep && s.count > 0 {

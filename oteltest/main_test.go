@@ -104,10 +104,14 @@ func (r *rig) secret(s ...string) {
 	}
 }
 
-// sessionSecrets notes a stored session's ID and the _id of its document.
+// sessionSecrets notes a stored session's token, its two parts (the
+// chain, its document's _id; the secret) and the hash of the secret that
+// the document holds (format 3), and the hash of the whole token (the _id
+// of formats 1 and 2).
 func (r *rig) sessionSecrets(s *sessions.Session) {
-	sum := sha256.Sum256([]byte(s.ID))
-	r.secret(s.ID, hex.EncodeToString(sum[:]))
+	chain, secret, _ := strings.Cut(s.ID, ".")
+	sid, id := sha256.Sum256([]byte(secret)), sha256.Sum256([]byte(s.ID))
+	r.secret(s.ID, chain, secret, hex.EncodeToString(sid[:]), hex.EncodeToString(id[:]))
 }
 
 // checkSecrets fails t if a secret appears in the spans, the metrics or

@@ -254,14 +254,32 @@ func TestConcurrentSaves(t *testing.T) {
 	}
 	r.expect(t, "save", "gone", "session_gone")
 
+	// A save that meets another request's regeneration gives up at its
+	// first conflict: a conflict all the same.
+	req = r.request(ctx)
+	s = r.get(t, req)
+	s.Values["base"] = "again"
+	cookie = r.save(t, req, s)
+	r.sessionSecrets(s)
+	reqE, reqF := r.request(ctx, cookie), r.request(ctx, cookie)
+	e, f := r.get(t, reqE), r.get(t, reqF)
+	if err := r.store.RegenerateID(reqF, httptest.NewRecorder(), f); err != nil {
+		t.Fatal(err)
+	}
+	r.sessionSecrets(f)
+	e.Values["e"] = "too late"
+	if err := e.Save(reqE, httptest.NewRecorder()); !errors.Is(err, mongostore.ErrSessionGone) {
+		t.Fatalf("Save after a regeneration: %v", err)
+	}
+
 	metrics, units := r.metrics(t)
-	if got := metrics["mongostore.save.conflicts"]["mongostore.operation=save"]; got != 1 {
+	if got := metrics["mongostore.save.conflicts"]["mongostore.operation=save"]; got != 2 {
 		t.Errorf("mongostore.save.conflicts: %v", metrics["mongostore.save.conflicts"])
 	}
 	if got := metrics["mongostore.save.retries"]["mongostore.operation=save"]; got < 1 {
 		t.Errorf("mongostore.save.retries: %v", metrics["mongostore.save.retries"])
 	}
-	if got := metrics["mongostore.errors"]["error.type=session_gone,mongostore.operation=save"]; got != 1 {
+	if got := metrics["mongostore.errors"]["error.type=session_gone,mongostore.operation=save"]; got != 2 {
 		t.Errorf("mongostore.errors: %v", metrics["mongostore.errors"])
 	}
 	if got := metrics["mongostore.operation.duration"][opKey("save", "merged")]; got != 1 {
