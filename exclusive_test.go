@@ -134,14 +134,7 @@ func TestCancelledLoadLeavesNoLock(t *testing.T) {
 	}}
 	coll, proxy := proxiedCollection(t, options.Client().SetMonitor(monitor))
 	store := storeOn(t, coll, Config{Expiry: ExpiryNone})
-	b := newBrowser()
-	b.do(func(w http.ResponseWriter, r *http.Request) {
-		s, _ := store.Get(r, testSessionName)
-		s.Values["k"] = "v"
-		if err := s.Save(r, w); err != nil {
-			t.Fatal(err)
-		}
-	})
+	b, _ := saveNewSession(t, &storeFixture{store: store}, map[any]any{"k": "v"})
 	proxy.SetLatency(500 * time.Millisecond)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

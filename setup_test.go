@@ -400,14 +400,7 @@ func TestZeroConfigStartsEverywhere(t *testing.T) {
 			t.Fatalf("an INFO line reads like a failure: %s", l)
 		}
 	}
-	b := newBrowser()
-	b.do(func(w http.ResponseWriter, r *http.Request) {
-		s, _ := store.Get(r, testSessionName)
-		s.Values["k"] = "v"
-		if err := s.Save(r, w); err != nil {
-			t.Fatal(err)
-		}
-	})
+	b, _ := saveNewSession(t, &storeFixture{store: store}, map[any]any{"k": "v"})
 	b.do(func(w http.ResponseWriter, r *http.Request) {
 		if s, err := store.Get(r, testSessionName); err != nil || s.Values["k"] != "v" {
 			t.Fatalf("reload: %v, %v", s.Values, err)
@@ -990,16 +983,7 @@ func TestUpgradeDropsFormat1OwnerIndex(t *testing.T) {
 		t.Fatalf("NewStore on a format 1 collection: %v", err)
 	}
 	defer store.Close()
-	specs, err := store.coll.indexSpecs(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, spec := range specs {
-		name, _ := spec.Lookup("name").StringValueOK()
-		names = append(names, name)
-	}
-	if slices.Contains(names, sparseOwnerIndexName) || !slices.Contains(names, ownerIndexName) || slices.Contains(names, lineageIndexName) {
+	if names := indexNames(t, coll); slices.Contains(names, sparseOwnerIndexName) || !slices.Contains(names, ownerIndexName) || slices.Contains(names, lineageIndexName) {
 		t.Fatalf("indexes %q: want %s, not %s nor %s", names, ownerIndexName, sparseOwnerIndexName, lineageIndexName)
 	}
 }
