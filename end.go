@@ -15,27 +15,30 @@ import (
 
 // end deletes the session's document and those of the request's other
 // cookies of its name whose secret is still theirs, and reports each ended
-// once (as expired if it had expired). It then forgets the session's ID and
-// state, and expires its cookie unless w is nil.
-func (s *Store) end(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState, reason EndReason) error {
+// once (as expired if it had expired), and whether it deleted any. It then
+// forgets the session's ID and state, and expires its cookie unless w is
+// nil.
+func (s *Store) end(ctx context.Context, w http.ResponseWriter, session *sessions.Session, st sessionState, reason EndReason) (ended bool, err error) {
 	for _, o := range st.others {
 		raw, err := s.coll.remove(ctx, o.chain, o.sid)
 		if err != nil {
-			return err
+			return ended, err
 		}
 		if raw == nil {
 			continue
 		}
+		ended = true
 		if d, _, values, err := s.open(raw); err == nil {
 			s.emitEnd(ctx, reason, stateOf(&d, nil, values, &sessions.Options{MaxAge: d.maxAge}))
 		}
 	}
 	if st.id != "" {
-		ended, err := s.coll.delete(ctx, st.id)
+		deleted, err := s.coll.delete(ctx, st.id)
 		if err != nil {
-			return err
+			return ended, err
 		}
-		if ended {
+		if deleted {
+			ended = true
 			s.emitEnd(ctx, reason, st)
 		}
 	}
@@ -44,7 +47,7 @@ func (s *Store) end(ctx context.Context, w http.ResponseWriter, session *session
 	if w != nil {
 		setCookie(w, session.Name(), "", s.expiring(session.Options), time.Time{}, time.Time{})
 	}
-	return nil
+	return ended, nil
 }
 
 // expiring returns the options that expire a cookie: opts, or the store's
@@ -72,8 +75,10 @@ func (s *Store) Restart(r *http.Request, session *sessions.Session) error {
 	ctx, cancel := s.opContext(r.Context(), true)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opEnd)
-	sp.outcome = outcomeEnded
-	err := s.end(ctx, nil, session, s.states.get(session), EndRestart)
+	ended, err := s.end(ctx, nil, session, s.states.get(session), EndRestart)
+	if sp.outcome = outcomeEnded; !ended {
+		sp.outcome = outcomeNotEnded
+	}
 	sp.end(err)
 	if err != nil {
 		s.unlock(ctx, session) // the document may stay: not its lock

@@ -223,9 +223,10 @@ func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *ses
 		return 0, nil
 	}
 	ctx, sp := s.tel.start(context.WithoutCancel(ctx), opEndOtherSessions)
-	sp.outcome = outcomeEnded
 	n, err := s.endOwned(ctx, owner, s.chainOf(current), 0, EndEverywhere)
-	sp.count = n
+	if sp.outcome, sp.count = outcomeEnded, n; n == 0 {
+		sp.outcome = outcomeNotEnded
+	}
 	sp.end(err)
 	return n, err
 }

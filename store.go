@@ -196,10 +196,14 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 	ctx, sp := s.tel.start(r.Context(), sv.op)
 	ctx, cancel := s.opContext(ctx, true)
 	defer cancel()
+	ending := sv.outcome == outcomeEnded
 	switch {
 	case err != nil:
-	case sv.outcome == outcomeEnded:
-		err = s.end(ctx, w, session, sv.st, EndLogout)
+	case ending:
+		var ended bool
+		if ended, err = s.end(ctx, w, session, sv.st, EndLogout); !ended {
+			sv.outcome = outcomeNotEnded // not stored, or ended by another request already
+		}
 	case (sv.outcome == outcomeInserted || sv.outcome == outcomeRegenerated) && responseStarted(w):
 		err = errResponseStarted
 	case sv.st.id == "":
@@ -210,11 +214,11 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 		}
 	}
 	sp.outcome, sp.retries, sp.met = sv.outcome, sv.retries, sv.met
-	if sv.outcome != outcomeEnded {
+	if !ending {
 		sp.size = len(sv.data)
 	}
 	sp.end(err)
-	if owner, _ := ownerOf(session.Values); err == nil && sv.outcome != outcomeEnded && owner != "" && owner != sv.st.owner {
+	if owner, _ := ownerOf(session.Values); err == nil && !ending && owner != "" && owner != sv.st.owner {
 		err = s.limit(r.Context(), session) // the session has just been tied to its owner
 	}
 	return err

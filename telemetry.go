@@ -57,7 +57,7 @@ const (
 	outcomeMerged                       // saved over a concurrent save's changes
 	outcomeRegenerated                  // given a new secret
 	outcomeEnded                        // a logout, Restart, EndSession, EndOtherSessions
-	outcomeNotEnded                     // EndSession: no such session, or the request's own
+	outcomeNotEnded                     // an ending that deleted nothing: EndSession's of no such session, or of the request's own
 	outcomeGone                         // ErrSessionGone
 	outcomeConflict                     // ErrConflict
 	outcomeLocked                       // ErrLocked

@@ -170,9 +170,24 @@ func TestOwners(t *testing.T) {
 	if n := attrs(r.expect(t, "end_other_sessions", "ended", ""))["mongostore.session.count"].AsInt64(); n != 1 {
 		t.Errorf("end_other_sessions: count %d", n)
 	}
+	// Endings that find nothing to end say so.
+	if n, err := r.store.EndOtherSessions(ctx, "owner-of-three", current); n != 0 || err != nil {
+		t.Fatalf("EndOtherSessions again: %d, %v", n, err)
+	}
+	r.expect(t, "end_other_sessions", "not_ended", "")
+	req := r.request(ctx)
+	if err := r.store.Restart(req, r.get(t, req)); err != nil { // a new session: nothing stored
+		t.Fatal(err)
+	}
+	r.expect(t, "end", "not_ended", "")
+	req = r.request(ctx)
+	gone := r.get(t, req) // a logout of a session not stored: nothing to delete
+	gone.Options.MaxAge = -1
+	r.save(t, req, gone)
+	r.expect(t, "save", "not_ended", "")
 	metrics, _ := r.metrics(t)
 	for _, k := range []string{opKey("list_sessions", "ok"), opKey("end_session", "ended"), opKey("end_session", "not_ended"),
-		opKey("end_other_sessions", "ended")} {
+		opKey("end_other_sessions", "ended"), opKey("end_other_sessions", "not_ended"), opKey("end", "not_ended"), opKey("save", "not_ended")} {
 		if metrics["mongostore.operation.duration"][k] != 1 {
 			t.Errorf("mongostore.operation.duration: no single point %s: %v", k, metrics["mongostore.operation.duration"])
 		}
