@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"slices"
 	"strings"
 	"sync"
 )
@@ -161,8 +162,7 @@ const (
 // without the application's keys never reach the codec, and a moved time
 // makes a document unreadable, not longer-lived.
 type sealer struct {
-	macs      []*sync.Pool // HMAC states, one pool per hash key
-	aeads     []cipher.AEAD
+	macs      []*sync.Pool  // HMAC states, one pool per hash key
 	blocks    []cipher.AEAD // per pair: its block key's, nil without one
 	encrypt   bool          // the first pair has a block key: data is written encrypted
 	plainOK   bool          // some pair has no block key: plain data is read (encryption being turned on)
@@ -188,7 +188,7 @@ func newSealer(pairs []keyPair) *sealer {
 		}
 		block, _ := aes.NewCipher(derive(p.block, encryptionKeyInfo)) // a 32-byte key never fails
 		aead, _ := cipher.NewGCM(block)                               // nor AES
-		s.aeads, s.blocks[len(s.blocks)-1] = append(s.aeads, aead), aead
+		s.blocks[len(s.blocks)-1] = aead
 	}
 	return s
 }
@@ -237,20 +237,13 @@ type macState struct {
 // current reports whether d is sealed as the first key pair writes: its
 // MAC, its envelope and its owner digest (owner is its owner, if any).
 func (s *sealer) current(d *document, owner string) bool {
-	if !macMatches(s.macs[0], d, d.mac) || len(d.data) == 0 || d.format != formatVersion {
+	if !macMatches(s.macs[0], d, d.mac) || d.format != formatVersion {
 		return false
 	}
 	if owner != "" && d.owner != s.ownerDigest(owner) {
 		return false
 	}
-	if !s.encrypt {
-		return d.data[0] == envelopePlain
-	}
-	if d.data[0] != envelopeGCM {
-		return false
-	}
-	_, ok := openGCM(s.aeads[0], d.id, d.data)
-	return ok
+	return s.reads(0, d)
 }
 
 // seal sets d's MAC, with the first key.
@@ -286,12 +279,20 @@ func (s *sealer) needs(d *document) []int {
 			verifies = i
 		}
 	}
+	if verifies < 0 {
+		return nil
+	}
 	for i := range s.macs {
-		if verifies >= 0 && s.reads(i, d) {
+		if s.reads(i, d) {
 			return []int{verifies, i}
 		}
 	}
 	return nil
+}
+
+// decrypts reports whether some key pair has a block key.
+func (s *sealer) decrypts() bool {
+	return slices.ContainsFunc(s.blocks, func(aead cipher.AEAD) bool { return aead != nil })
 }
 
 // reads reports whether key pair i reads d's data.
@@ -320,7 +321,7 @@ func (s *sealer) wrap(id string, plain []byte) []byte {
 	if !s.encrypt {
 		return append([]byte{envelopePlain}, plain...)
 	}
-	aead := s.aeads[0]
+	aead := s.blocks[0]
 	out := make([]byte, 1+aead.NonceSize(), 1+aead.NonceSize()+len(plain)+aead.Overhead())
 	out[0] = envelopeGCM
 	_, _ = rand.Read(out[1:])
@@ -342,12 +343,15 @@ func (s *sealer) unwrap(id string, data []byte) ([]byte, error) {
 	case data[0] != envelopeGCM:
 		return nil, fmt.Errorf("unknown data envelope %#x", data[0])
 	}
-	for _, aead := range s.aeads {
+	for _, aead := range s.blocks {
+		if aead == nil {
+			continue
+		}
 		if plain, ok := openGCM(aead, id, data); ok {
 			return plain, nil
 		}
 	}
-	if len(s.aeads) == 0 {
+	if !s.decrypts() {
 		return nil, errors.New("the data is encrypted and the store has no block key")
 	}
 	return nil, errors.New("the data is encrypted with none of the store's block keys")

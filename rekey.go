@@ -95,7 +95,7 @@ func (s *Store) checkRekey(ctx context.Context, opts RekeyOptions) error {
 	if ctx == nil {
 		return errNil("context")
 	}
-	if !s.sealer.encrypt && len(s.sealer.aeads) > 0 && !opts.Decrypt {
+	if !s.sealer.encrypt && s.sealer.decrypts() && !opts.Decrypt {
 		return fmt.Errorf("%w: the first key pair has no block key but another has one: Rekey would store the "+
 			"encrypted sessions plain; put the block key first, or set Decrypt to mean it", ErrInvalidConfig)
 	}
