@@ -129,6 +129,24 @@ func (s *Store) fetch(ctx context.Context, chain, secret, holder string) (bson.R
 	}
 }
 
+// openFetched opens raw, the document chain as fetch returned it for
+// holder: if the codec panics, the lock fetch may have taken is released
+// as the panic goes on, not left to lapse after LockLease.
+func (s *Store) openFetched(ctx context.Context, raw bson.Raw, chain, holder string) (d document, encoded []byte, values map[any]any, err error) {
+	if holder == "" {
+		return s.open(raw)
+	}
+	opened := false
+	defer func() {
+		if !opened {
+			s.release(ctx, chain, holder)
+		}
+	}()
+	d, encoded, values, err = s.open(raw)
+	opened = true
+	return d, encoded, values, err
+}
+
 // lockable reports whether raw is a session of the secret whose hash is
 // sid, live at now: one a request may wait to lock.
 func (s *Store) lockable(raw bson.Raw, sid string, now time.Time) bool {

@@ -534,3 +534,55 @@ func TestReleaseSparesAConcurrentSave(t *testing.T) {
 		})
 	}
 }
+
+// decodePanics is a codec whose Decode panics while armed: a bug in a
+// custom codec, or in a type it decodes.
+type decodePanics struct {
+	Codec
+	armed atomic.Bool
+}
+
+func (c *decodePanics) Decode(b []byte) (map[any]any, error) {
+	if c.armed.Load() {
+		panic("codec bug")
+	}
+	return c.Codec.Decode(b)
+}
+
+// TestCodecPanicLeavesNoLock: a codec that panics as a locked load opens
+// the document, through the middleware or Lock, lets the panic through and
+// leaves the session unlocked, not locked until LockLease lapses.
+func TestCodecPanicLeavesNoLock(t *testing.T) {
+	codec := &decodePanics{Codec: compactCodec{&keyCache{}}}
+	f := newFixture(t, Config{Expiry: ExpiryNone, Codec: codec, LockLease: time.Hour})
+	b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
+	serveMiddleware := func() any {
+		h := exclusiveHandler(f.store, func(http.ResponseWriter, *http.Request, *sessions.Session) {
+			t.Error("the handler ran")
+		})
+		codec.armed.Store(true)
+		return mwServeRecovered(h, httptest.NewRecorder(), b.request())
+	}
+	lock := func() (v any) {
+		r := b.request()
+		s, err := f.store.Get(r, testSessionName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { v = recover() }()
+		codec.armed.Store(true)
+		_, _ = f.store.Lock(r, s)
+		return nil
+	}
+	for name, panicking := range map[string]func() any{"middleware": serveMiddleware, "Lock": lock} {
+		t.Run(name, func(t *testing.T) {
+			defer codec.armed.Store(false)
+			if v := panicking(); v != "codec bug" {
+				t.Fatalf("panicked with %v, want the codec's panic", v)
+			}
+			if lockedDocument(t, f, b) {
+				t.Fatal("the session stays locked after the codec panicked")
+			}
+		})
+	}
+}

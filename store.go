@@ -132,7 +132,7 @@ func (s *Store) load(ctx context.Context, l *loading, tokens []cookieToken) (out
 		if raw == nil {
 			continue
 		}
-		d, encoded, values, err := s.open(raw)
+		d, encoded, values, err := s.openFetched(ctx, raw, t.chain, l.holder)
 		if err != nil || !sidMatches(d.sid, t.secret) || !s.live(&d, s.cfg.Now()) {
 			s.refused(ctx, raw, &d, values, err, l.holder)
 			decodeErr = errors.Join(decodeErr, err) // another secret: regenerated since, and never loaded again
