@@ -69,6 +69,7 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout+s.cfg.LockWait)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opLoad)
+	defer sp.endPanicked()
 	l := loading{session: session, holder: newHolderID(), managed: st.managed}
 	sp.outcome, sp.size, sp.wait, err = s.load(ctx, &l, []cookieToken{newCookieToken(st.token, st.cookie)})
 	if err == nil && sp.outcome != outcomeLoaded {

@@ -74,6 +74,7 @@ func (s *Store) newSession(r *http.Request, name string, managed, locked bool) (
 		return session, err
 	}
 	ctx, sp := s.tel.start(r.Context(), opLoad)
+	defer sp.endPanicked()
 	var room [1]cookieToken // most requests carry one cookie of a name
 	tokens, err := s.cookies.tokens(r, name, room[:0])
 	s.warnKeys(ctx, err)
@@ -194,6 +195,7 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 	}
 	sv, err := s.prepare(session)
 	ctx, sp := s.tel.start(r.Context(), sv.op)
+	defer sp.endPanicked()
 	ctx, cancel := s.opContext(ctx, true)
 	defer cancel()
 	ending := sv.outcome == outcomeEnded

@@ -194,6 +194,7 @@ type span struct {
 	met     bool          // a save met a concurrent save (merged, gave up, or found the session gone)
 	count   int64         // sessions deleted (gc_sweep), listed or ended
 	wait    time.Duration // how long a load waited for the session's lock; -1 if it took none
+	ended   bool
 }
 
 // start starts op, a child of ctx's span, and returns the context its
@@ -210,6 +211,7 @@ func (t *telemetry) start(ctx context.Context, op operation) (context.Context, s
 
 // end records the operation, which returned err, and ends its span.
 func (s *span) end(err error) {
+	s.ended = true
 	out, kind := s.outcome, -1
 	switch {
 	case err != nil:
@@ -226,6 +228,17 @@ func (s *span) end(err error) {
 		s.annotate(out, kind)
 	}
 	s.span.End()
+}
+
+// errPanicked is the error of an operation a panic cut short.
+var errPanicked = errors.New("mongostore: the operation panicked")
+
+// endPanicked, deferred, ends the span of an operation that panicked (a
+// custom codec's) with errPanicked; after end, it does nothing.
+func (s *span) endPanicked() {
+	if !s.ended {
+		s.end(errPanicked)
+	}
 }
 
 // writes reports whether the operation writes the session's values.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -437,5 +438,45 @@ func TestGCSweepsAreRoots(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("no GC sweep within 30s")
 		}
+	}
+}
+
+// panickyCodec is JSONCodec, but its Decode panics while armed: a bug in a
+// custom codec.
+type panickyCodec struct {
+	mongostore.JSONCodec
+	armed atomic.Bool
+}
+
+func (c *panickyCodec) Decode(b []byte) (map[any]any, error) {
+	if c.armed.Load() {
+		panic("codec bug")
+	}
+	return c.JSONCodec.Decode(b)
+}
+
+// TestPanickedLoad: a load a panicking codec cuts short still ends its
+// span, an error of type _OTHER, and counts in mongostore.errors.
+func TestPanickedLoad(t *testing.T) {
+	codec := &panickyCodec{}
+	r := newRig(t, mongostore.Config{Codec: codec})
+	ctx := context.Background()
+	req := r.request(ctx)
+	s := r.get(t, req)
+	s.Values["k"] = "v"
+	cookie := r.save(t, req, s)
+	codec.armed.Store(true)
+	panicked := func() (v any) {
+		defer func() { v = recover() }()
+		_, _ = r.store.Get(r.request(ctx, cookie), "session")
+		return nil
+	}()
+	if panicked != "codec bug" {
+		t.Fatalf("Get panicked with %v, want the codec's panic", panicked)
+	}
+	r.expect(t, "load", "error", "_OTHER")
+	metrics, _ := r.metrics(t)
+	if got := metrics["mongostore.errors"]["error.type=_OTHER,mongostore.operation=load"]; got != 1 {
+		t.Errorf("mongostore.errors: %v, want one _OTHER of a load", metrics["mongostore.errors"])
 	}
 }
