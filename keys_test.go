@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -30,6 +31,10 @@ import (
 // is a case of format1Cases, a session ID and its document in hex; lines
 // starting with # are comments.
 const format1Fixture = "testdata/format1-documents.txt"
+
+// format1Int32Fixture holds the same sessions in format 1 with maxAge an
+// int32, as format 1's first commits wrote it (e3496e5 to bbe0d71).
+const format1Int32Fixture = "testdata/format1-int32-documents.txt"
 
 // format2Fixture holds the same sessions in format 2 (format 1 with the
 // chain's lineage in the MAC, and in a field after a RegenerateID), as the
@@ -195,7 +200,7 @@ func readFormat1Fixture(tb testing.TB, path string) []format1Document {
 // written when format 1 was made, and of format2Fixture, load with their
 // values, times, MaxAge, owner and handle, and are saved again in format 2.
 func TestFormat1DocumentsLoad(t *testing.T) {
-	for path, format := range map[string]int64{format1Fixture: format1, format2Fixture: format2, format3Fixture: formatVersion} {
+	for path, format := range map[string]int64{format1Fixture: format1, format1Int32Fixture: format1, format2Fixture: format2, format3Fixture: formatVersion} {
 		docs := readFormat1Fixture(t, path)
 		if len(docs) != len(format1Cases) {
 			t.Fatalf("%s: %d fixture documents, want %d", path, len(docs), len(format1Cases))
@@ -204,7 +209,7 @@ func TestFormat1DocumentsLoad(t *testing.T) {
 			if doc.name != format1Cases[i].name {
 				t.Fatalf("%s: fixture document %d is %q, want %q", path, i, doc.name, format1Cases[i].name)
 			}
-			t.Run(fmt.Sprint("format", format, "/", doc.name), func(t *testing.T) { checkFormat1Document(t, format1Cases[i], doc, format) })
+			t.Run(strings.TrimSuffix(filepath.Base(path), "-documents.txt")+"/"+doc.name, func(t *testing.T) { checkFormat1Document(t, format1Cases[i], doc, format) })
 		}
 	}
 }
