@@ -260,20 +260,21 @@ func (s *Store) ensurePlainIndex(ctx context.Context, indexes []setup.Index) err
 // ensureOwnerIndex makes sure the partial owner index exists (without it,
 // listing a user's sessions scans the collection), unless the application
 // has an index on owner that serves as well, and drops the indexes of
-// earlier formats: format 1's sparse owner index, which every save paid
-// for, and format 2's lineage index.
+// earlier formats: format 1's owner indexes, which every save paid for,
+// and format 2's lineage index.
 func (s *Store) ensureOwnerIndex(ctx context.Context, indexes []setup.Index) error {
 	atomic, err := s.coll.atomicWrites(ctx) // read by setupIndexes already
 	if err != nil {
 		return err
 	}
-	has := func(found func(setup.Index) bool) bool { return slices.ContainsFunc(indexes, found) }
-	if has(func(i setup.Index) bool { return i.IsFormat1Owner(!atomic) }) { // first: a server may refuse a second index on {owner: 1}
-		if err := s.coll.dropIndex(ctx, sparseOwnerIndexName); err != nil {
-			return err
+	for _, i := range indexes { // first: a server may refuse a second index on {owner: 1}
+		if i.IsFormat1Owner(!atomic) {
+			if err := s.coll.dropIndex(ctx, i.Name); err != nil {
+				return err
+			}
 		}
 	}
-	if has(func(i setup.Index) bool { return i.Name == lineageIndexName }) {
+	if slices.ContainsFunc(indexes, func(i setup.Index) bool { return i.Name == lineageIndexName }) {
 		if err := s.coll.dropIndex(ctx, lineageIndexName); err != nil {
 			return err
 		}

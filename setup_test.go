@@ -960,15 +960,25 @@ func TestIndexedFieldsAreSetups(t *testing.T) {
 	}
 }
 
-// TestUpgradeDropsFormat1OwnerIndex starts a store on a collection that a
-// format 1 store prepared, with the sparse owner_1: NewStore replaces it by
-// the partial owner index (FerretDB v1 and MongoDB 4.4 refuse a second
-// index on {owner: 1}, so it drops owner_1 first).
+// TestUpgradeDropsFormat1OwnerIndex starts a store on a collection that
+// format 1 stores prepared, with the sparse owner_1 and, from format 1's
+// first commits, owner_1_expiresAt_1 (partial, or sparse where the server
+// refuses that): NewStore replaces them by the partial owner index
+// (FerretDB v1 and MongoDB 4.4 refuse a second index on {owner: 1}, so it
+// drops owner_1 first).
 func TestUpgradeDropsFormat1OwnerIndex(t *testing.T) {
 	coll := testCollection(t, testClient(t, nil))
 	ctx := context.Background()
 	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: fieldOwner, Value: 1}},
 		Options: options.Index().SetName(sparseOwnerIndexName).SetSparse(true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	early := mongo.IndexModel{Keys: bson.D{{Key: fieldOwner, Value: 1}, {Key: fieldExpiresAt, Value: 1}},
+		Options: options.Index().SetName(setup.EarlyOwnerIndexName).SetPartialFilterExpression(bson.D{{Key: fieldOwner, Value: bson.D{{Key: "$exists", Value: true}}}})}
+	if _, err = coll.Indexes().CreateOne(ctx, early); setup.Unsupported(err) { // FerretDB v1, as those commits did
+		_, err = coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: early.Keys, Options: options.Index().SetName(setup.EarlyOwnerIndexName).SetSparse(true)})
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -983,8 +993,9 @@ func TestUpgradeDropsFormat1OwnerIndex(t *testing.T) {
 		t.Fatalf("NewStore on a format 1 collection: %v", err)
 	}
 	defer store.Close()
-	if names := indexNames(t, coll); slices.Contains(names, sparseOwnerIndexName) || !slices.Contains(names, ownerIndexName) || slices.Contains(names, lineageIndexName) {
-		t.Fatalf("indexes %q: want %s, not %s nor %s", names, ownerIndexName, sparseOwnerIndexName, lineageIndexName)
+	if names := indexNames(t, coll); slices.Contains(names, sparseOwnerIndexName) || !slices.Contains(names, ownerIndexName) ||
+		slices.Contains(names, lineageIndexName) || slices.Contains(names, setup.EarlyOwnerIndexName) {
+		t.Fatalf("indexes %q: want %s, not %s, %s nor %s", names, ownerIndexName, sparseOwnerIndexName, setup.EarlyOwnerIndexName, lineageIndexName)
 	}
 }
 

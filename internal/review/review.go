@@ -80,15 +80,12 @@ func (r *Review) checkOwner(kind string) {
 	case !r.Indexes[i].Partial:
 		r.Problems = append(r.Problems, name+" is not partial: it holds an entry for every session, and every save pays for it")
 	}
-	for _, old := range [...]struct {
-		name, what string
-		is         func(setup.Index) bool
-	}{
-		{setup.SparseOwnerIndexName, "the sparse owner index of format 1", func(idx setup.Index) bool { return idx.IsFormat1Owner(kind == setup.FerretDB1) }},
-		{setup.LineageIndexName, "the lineage index of format 2", func(idx setup.Index) bool { return idx.Name == setup.LineageIndexName }},
-	} {
-		if slices.ContainsFunc(r.Indexes, old.is) {
-			r.Notes = append(r.Notes, old.name+" is "+old.what+": NewStore drops it")
+	for _, idx := range r.Indexes {
+		switch {
+		case idx.IsFormat1Owner(kind == setup.FerretDB1):
+			r.Notes = append(r.Notes, idx.Name+" is an owner index of format 1: NewStore drops it")
+		case idx.Name == setup.LineageIndexName:
+			r.Notes = append(r.Notes, idx.Name+" is the lineage index of format 2: NewStore drops it")
 		}
 	}
 }

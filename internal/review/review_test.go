@@ -61,6 +61,25 @@ func TestReviewIndexes(t *testing.T) {
 	}
 }
 
+// TestReviewNotesOldIndexes: the owner indexes of format 1 and format 2's
+// lineage index are noted, each by name, as indexes NewStore drops.
+func TestReviewNotesOldIndexes(t *testing.T) {
+	indexes := []setup.Index{mustIndex(t, `{"key": {"owner": 1}, "name": "owner_1", "sparse": true}`),
+		mustIndex(t, `{"key": {"owner": 1, "expiresAt": 1}, "name": "owner_1_expiresAt_1", "partialFilterExpression": {"owner": {"$exists": true}}}`),
+		mustIndex(t, `{"key": {"lineage": 1}, "name": "lineage_present", "sparse": true}`),
+		mustIndex(t, `{"key": {"owner": 1, "expiresAt": 1}, "name": "oe"}`)}
+	notes := strings.Join(ReviewIndexes(indexes, setup.MongoDB).Notes, "\n")
+	for _, want := range []string{"owner_1 is an owner index of format 1: NewStore drops it",
+		"owner_1_expiresAt_1 is an owner index of format 1: NewStore drops it", "lineage_present is the lineage index of format 2: NewStore drops it"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, "oe ") {
+		t.Errorf("an application's index is noted as dropped:\n%s", notes)
+	}
+}
+
 func TestIsSessionDocument(t *testing.T) {
 	now := bson.NewDateTimeFromTime(time.Now())
 	bin := bson.Binary{Subtype: bson.TypeBinaryGeneric, Data: []byte{1}}

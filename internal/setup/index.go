@@ -1,6 +1,7 @@
 package setup
 
 import (
+	"bytes"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,8 +26,11 @@ type Index struct {
 	// named expiresAt_1 without options, which it may replace by a TTL
 	// index. The store never drops another index.
 	Plain bool `json:"-"`
-	// Format1Owner: the shape of format 1's owner index, {owner: 1} named
-	// owner_1 with no option but sparse (see IsFormat1Owner).
+	// Format1Owner: the shape of a format 1 owner index (see
+	// IsFormat1Owner): {owner: 1} named owner_1 with no option but sparse,
+	// or, from format 1's first commits (e3496e5 to ed25c46),
+	// {owner: 1, expiresAt: 1} named owner_1_expiresAt_1, partial on
+	// {owner: {$exists: true}} or sparse.
 	Format1Owner bool `json:"-"`
 }
 
@@ -66,9 +70,23 @@ func ParseIndex(spec bson.Raw) Index {
 	_, idx.Partial = spec.Lookup("partialFilterExpression").DocumentOK()
 	idx.Plain = idx.On(FieldExpiresAt) && idx.Name == ExpiresAtIndexName && idx.Ascending &&
 		onlyFields(spec, "v", "key", "name", "ns")
-	idx.Format1Owner = idx.On(FieldOwner) && idx.Name == SparseOwnerIndexName && idx.Ascending &&
-		onlyFields(spec, "v", "key", "name", "ns", "sparse")
+	idx.Format1Owner = isFormat1Owner(spec, idx)
 	return idx
+}
+
+// isFormat1Owner reports whether spec, read as idx, has the shape of a
+// format 1 owner index (Index.Format1Owner).
+func isFormat1Owner(spec bson.Raw, idx Index) bool {
+	switch idx.Name {
+	case SparseOwnerIndexName:
+		return idx.On(FieldOwner) && idx.Ascending && onlyFields(spec, "v", "key", "name", "ns", "sparse")
+	case EarlyOwnerIndexName:
+		want, _ := bson.Marshal(bson.D{{Key: FieldOwner, Value: bson.D{{Key: "$exists", Value: true}}}}) // as they created it
+		filter, partial := spec.Lookup("partialFilterExpression").DocumentOK()
+		return idx.Key == "{owner: 1, expiresAt: 1}" && onlyFields(spec, "v", "key", "name", "ns", "sparse", "partialFilterExpression") &&
+			(!partial || bytes.Equal(filter, want))
+	}
+	return false
 }
 
 // keyValue shows the value of an index key's field: 1, -1, "hashed".
@@ -124,11 +142,13 @@ func FindExpiresAt(indexes []Index) *Index {
 	return found
 }
 
-// IsFormat1Owner reports whether idx is format 1's owner index, which
-// NewStore drops: of its shape and sparse, or of its shape on FerretDB v1
-// (v1), which does not report sparse. An application's {owner: 1} of that
-// name, without sparse, is not the store's.
-func (idx Index) IsFormat1Owner(v1 bool) bool { return idx.Format1Owner && (idx.Sparse || v1) }
+// IsFormat1Owner reports whether idx is a format 1 owner index, which
+// NewStore drops: of its shape and sparse (or partial), or of its shape on
+// FerretDB v1 (v1), which does not report sparse. An application's
+// {owner: 1} of that name, without sparse, is not the store's.
+func (idx Index) IsFormat1Owner(v1 bool) bool {
+	return idx.Format1Owner && (idx.Sparse || idx.Partial || v1)
+}
 
 // ServesOwners reports whether indexes, on FerretDB v1 if v1, hold one that
 // serves the listing of an owner's sessions, so that NewStore creates no

@@ -28,8 +28,9 @@ const (
 	FieldOwner            = "owner"
 	ExpiresAtIndexName    = FieldExpiresAt + "_1"
 	OwnerIndexName        = "owner_present"
-	LineageIndexName      = "lineage_present" // format 2's, dropped by NewStore
-	SparseOwnerIndexName  = FieldOwner + "_1" // format 1's, dropped by NewStore
+	LineageIndexName      = "lineage_present"                          // format 2's, dropped by NewStore
+	SparseOwnerIndexName  = FieldOwner + "_1"                          // format 1's, dropped by NewStore
+	EarlyOwnerIndexName   = FieldOwner + "_1_" + FieldExpiresAt + "_1" // format 1's first commits', dropped by NewStore
 	TTLExpireAfterSeconds = 0
 )
 

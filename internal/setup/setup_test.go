@@ -125,6 +125,14 @@ func TestParseIndex(t *testing.T) {
 			Index{Name: "_id_hashed", Key: `{_id: "hashed"}`, Fields: []string{"_id"}}},
 		{`{"v": 2, "key": {"owner": 1, "expiresAt": 1}, "name": "oe"}`,
 			Index{Name: "oe", Key: "{owner: 1, expiresAt: 1}", Fields: []string{"owner", "expiresAt"}}},
+		{`{"v": 2, "key": {"owner": 1, "expiresAt": 1}, "name": "owner_1_expiresAt_1", "partialFilterExpression": {"owner": {"$exists": true}}}`,
+			Index{Name: "owner_1_expiresAt_1", Key: "{owner: 1, expiresAt: 1}", Fields: []string{"owner", "expiresAt"}, Partial: true, Format1Owner: true}},
+		{`{"v": 2, "key": {"owner": 1, "expiresAt": 1}, "name": "owner_1_expiresAt_1", "sparse": true}`, // format 1's first, where partial was refused
+			Index{Name: "owner_1_expiresAt_1", Key: "{owner: 1, expiresAt: 1}", Fields: []string{"owner", "expiresAt"}, Sparse: true, Format1Owner: true}},
+		{`{"v": 2, "key": {"owner": 1, "expiresAt": 1}, "name": "owner_1_expiresAt_1", "partialFilterExpression": {"owner": "a"}}`, // the application's
+			Index{Name: "owner_1_expiresAt_1", Key: "{owner: 1, expiresAt: 1}", Fields: []string{"owner", "expiresAt"}, Partial: true}},
+		{`{"v": 2, "key": {"owner": 1, "expiresAt": -1}, "name": "owner_1_expiresAt_1", "sparse": true}`, // the application's
+			Index{Name: "owner_1_expiresAt_1", Key: "{owner: 1, expiresAt: -1}", Fields: []string{"owner", "expiresAt"}, Sparse: true}},
 		{`{"name": 7}`, Index{Key: "{}"}},
 	} {
 		t.Run(tc.spec, func(t *testing.T) {
