@@ -16,6 +16,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
 var checkCommand = command{
@@ -77,6 +78,9 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 		r.line(map[bool]string{true: "ExpiryAuto"}[i == 0], "%s", v)
 	}
 	checkConcerns(ctx, c, info, r)
+	if wc := c.opts.WriteConcern; fails == "" && wc != nil && !wc.Acknowledged() {
+		fails = "the store needs acknowledged writes, and MONGODB_URI asks for w=0"
+	}
 	if fails != "" {
 		return problemf("%s", fails)
 	}
@@ -111,7 +115,7 @@ func (a *app) scratch(ctx context.Context, c *conn) (*mongo.Collection, func() e
 		existed = true // if check creates the database, it stays
 		fmt.Fprintf(a.stderr, "mongostore-admin check: %v: if %s does not exist, the scratch collection creates it, and check leaves it\n", err, db.Name())
 	}
-	scratch := db.Collection(scratchPrefix + strings.ToLower(rand.Text()[:8]))
+	scratch := db.Collection(scratchPrefix+strings.ToLower(rand.Text()[:8]), options.Collection().SetWriteConcern(writeconcern.W1())) // w=0 would hide the server's answers
 	return scratch, func() error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -289,9 +293,9 @@ func checkConcerns(ctx context.Context, c *conn, info serverInfo, r report) {
 			r.more("w=majority is recommended: with w=1, a failover can roll back a login or a logout")
 		}
 	default:
-		r.line("write concern", "%s (from the URI); the store's writes use it", describeWC(wc.W, wc.Journal))
+		r.line("write concern", "%s (from the URI)%s", describeWC(wc.W, wc.Journal), map[bool]string{true: "; the store's writes use it"}[wc.Acknowledged()])
 		if !wc.Acknowledged() {
-			r.more("warning: unacknowledged writes: a save, a login or a logout can fail without the store knowing")
+			r.more("unacknowledged writes: the store cannot tell a save that met a concurrent one, nor what a logout deleted; use w=1 or w=majority")
 		} else if wc.W != "majority" && replicated {
 			r.more("warning: a failover can roll back writes the store was told had succeeded: a login lost, a logout undone; use w=majority")
 		}

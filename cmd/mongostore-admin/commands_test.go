@@ -460,6 +460,27 @@ func TestCheck(t *testing.T) {
 		"write concern w=majority (from the URI); the store's writes use it", "retryWrites   off (from the URI)")
 	assertNoScratch(t)
 
+	// Unacknowledged writes: check fails, its probes still getting the
+	// server's answers; end refuses them, and changes nothing.
+	w0 := strings.TrimSuffix(testURI(), "/") + "/?w=0"
+	r = runCmd(t, map[string]string{"SESSION_COLLECTION": name, "MONGODB_URI": w0}, "check")
+	if r.code != 1 {
+		t.Fatalf("check with w=0: exit code %d, want 1", r.code)
+	}
+	mustContain(t, "stdout", r.stdout, "write concern w=0 (from the URI)\n", "unacknowledged writes: the store cannot tell")
+	mustContain(t, "stderr", r.stderr, "the store needs acknowledged writes, and MONGODB_URI asks for w=0")
+	if info.Kind == setup.FerretDB1 {
+		mustContain(t, "stdout", r.stdout, "TTL indexes   no: code 238 (NotImplemented)")
+	}
+	assertNoScratch(t)
+	r = runCmd(t, map[string]string{"SESSION_COLLECTION": name, "MONGODB_URI": w0, "SESSION_KEY": testKey}, "end", "-owner", "alice")
+	if r.code != 2 || !strings.Contains(r.stderr, "w=0") {
+		t.Fatalf("end with w=0: want exit 2 naming w=0")
+	}
+	if n, err := coll.CountDocuments(context.Background(), bson.D{}); err != nil || n != 2 {
+		t.Fatalf("after end with w=0: %d sessions (%v), want 2", n, err)
+	}
+
 	// A collection that does not exist yet.
 	r = runCmd(t, map[string]string{"SESSION_COLLECTION": name + "_new"}, "check")
 	if r.code != 0 {

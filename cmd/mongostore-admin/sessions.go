@@ -109,6 +109,9 @@ func ownerFlag(fs *flag.FlagSet, verb string) (*string, func() error) {
 // keyedStore runs f with a store of c's keys (ExpiryNone: it changes nothing) once they read
 // c's sessions (done says what was done if not); none notes that c holds none, if so.
 func (a *app) keyedStore(ctx context.Context, c *conn, done string, f func(store *mongostore.Store, none string) error) error {
+	if wc := c.opts.WriteConcern; wc != nil && !wc.Acknowledged() {
+		return usagef("MONGODB_URI asks for unacknowledged writes (w=0): the store must know what each write did; remove w=0 from it")
+	}
 	sample, err := a.sessionSample(ctx, c)
 	if err != nil {
 		return err
