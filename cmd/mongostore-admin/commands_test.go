@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -616,5 +617,31 @@ func assertNoScratch(t *testing.T) {
 		if strings.HasPrefix(n, scratchPrefix) {
 			t.Errorf("check left its scratch collection %s", n)
 		}
+	}
+}
+
+// TestUnreadableSessionsAreReported: a user's session that opens with none
+// of the keys given (encrypted, and no SESSION_BLOCK_KEY) is neither listed
+// nor ended, and sessions and end say so and exit 1, after what they did.
+func TestUnreadableSessionsAreReported(t *testing.T) {
+	name, coll := testCollection(t)
+	plain := newStore(t, coll, mongostore.Config{}, time.Time{})
+	for range 3 {
+		login(t, plain, "bob", "Safari")
+	}
+	login(t, plain, "alice", "Firefox")
+	encrypting := newStore(t, coll, mongostore.Config{}, time.Time{}, bytes.Repeat([]byte{0x6b}, 32), bytes.Repeat([]byte{0x42}, 32))
+	login(t, encrypting, "alice", "Chrome")
+	env := map[string]string{"SESSION_COLLECTION": name, "SESSION_KEY": testKey}
+	for _, args := range [][]string{{"sessions", "-owner", "alice"}, {"end", "-owner", "alice"}} {
+		r := runCmd(t, env, args...)
+		if r.code != 1 {
+			t.Errorf("%s: exit code %d, want 1", args[0], r.code)
+		}
+		mustContain(t, "stdout", r.stdout, "1 ")
+		mustContain(t, "stderr", r.stderr, "1 session of the user in "+testDatabase+"."+name+" opened with none of these keys, and was neither listed nor ended")
+	}
+	if n := countDocuments(t, coll); n != 4 {
+		t.Fatalf("%d sessions left, want the 3 of bob and alice's encrypted one", n)
 	}
 }

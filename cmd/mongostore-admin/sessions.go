@@ -117,8 +117,8 @@ func (a *app) keyedStore(ctx context.Context, c *conn, done string, f func(store
 		return err
 	}
 	deadline, _ := ctx.Deadline() // start's -timeout
-	cfg := mongostore.Config{Expiry: mongostore.ExpiryNone, Timeout: max(time.Until(deadline), time.Millisecond),
-		Logger: slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	skipped := skipCounter{slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}), new(int64)}
+	cfg := mongostore.Config{Expiry: mongostore.ExpiryNone, Timeout: max(time.Until(deadline), time.Millisecond), Logger: slog.New(skipped)}
 	store, err := mongostore.NewStore(ctx, c.coll, cfg, c.keyPairs...)
 	if err != nil {
 		return fmt.Errorf("session store: %w", err)
@@ -127,7 +127,34 @@ func (a *app) keyedStore(ctx context.Context, c *conn, done string, f func(store
 	if err := a.checkKeys(store, c, sample, done); err != nil {
 		return err
 	}
-	return f(store, map[bool]string{true: " (" + c.name() + " holds no sessions)"}[len(sample) == 0])
+	if err := f(store, map[bool]string{true: " (" + c.name() + " holds no sessions)"}[len(sample) == 0]); err != nil {
+		return err
+	}
+	if n := *skipped.n; n > 0 {
+		return problemf("%s of the user in %s opened with none of these keys, and %s neither listed nor ended: give every key pair the application has",
+			plural(int(n), "session"), c.name(), map[bool]string{true: "was", false: "were"}[n == 1])
+	}
+	return nil
+}
+
+// skipCounter keeps the most sessions one of the store's listings skipped,
+// as it logs them: those that open with none of the keys given (each
+// round of an ending lists them again).
+type skipCounter struct {
+	slog.Handler
+	n *int64
+}
+
+func (h skipCounter) Handle(ctx context.Context, r slog.Record) error {
+	if strings.HasSuffix(r.Message, "listing sessions: skipped unreadable ones") {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "count" {
+				*h.n = max(*h.n, a.Value.Int64())
+			}
+			return true
+		})
+	}
+	return h.Handler.Handle(ctx, r)
 }
 
 // ownedSession is a session as sessions -json prints it.
