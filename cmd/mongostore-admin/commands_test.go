@@ -396,7 +396,7 @@ func TestEnd(t *testing.T) {
 			t.Errorf("end %v, an unknown handle: exit code %d, stdout %q; want 1, nothing", dry, r.code, r.stdout)
 		}
 	}
-	mustContain(t, "stderr", r.stderr, `no live session of "bob" has the handle "not-a-handle"`, "mongostore-admin sessions -owner bob")
+	mustContain(t, "stderr", r.stderr, `none of the latest 1000 live sessions of "bob" has the handle "not-a-handle"`, "mongostore-admin sessions -owner bob")
 	if !loads(t, f.store, f.bob) {
 		t.Error("an unknown handle ended bob's session")
 	}
@@ -643,5 +643,26 @@ func TestUnreadableSessionsAreReported(t *testing.T) {
 	}
 	if n := countDocuments(t, coll); n != 4 {
 		t.Fatalf("%d sessions left, want the 3 of bob and alice's encrypted one", n)
+	}
+}
+
+// TestListingCap: of a user with more sessions than a listing holds, the
+// latest 1,000, sessions and end -dry-run say that older ones may exist
+// (that end ends them all, the library's TestEndOtherSessionsEndsThemAll
+// checks: here it would take half a minute on FerretDB v1).
+func TestListingCap(t *testing.T) {
+	name, coll := testCollection(t)
+	store := newStore(t, coll, mongostore.Config{}, time.Time{})
+	for range listCap + 3 {
+		login(t, store, "mallory", "Firefox")
+	}
+	env := map[string]string{"SESSION_COLLECTION": name, "SESSION_KEY": testKey}
+	for _, args := range [][]string{{"sessions", "-owner", "mallory"}, {"sessions", "-owner", "mallory", "-json"}, {"end", "-owner", "mallory", "-dry-run"}} {
+		if r := runCmd(t, env, args...); r.code != 0 || !strings.Contains(r.stderr, `"mallory" may have older ones`) {
+			t.Errorf("%q: exit %d; want 0, and a warning that older sessions may exist", args, r.code)
+		}
+	}
+	if r := runCmd(t, env, "end", "-owner", "mallory", "-dry-run"); !strings.Contains(r.stdout, "these and any older ones") {
+		t.Errorf("end -dry-run does not say it would end older ones too")
 	}
 }

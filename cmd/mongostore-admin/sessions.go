@@ -76,7 +76,8 @@ func (a *app) wouldEnd(ctx context.Context, store *mongostore.Store, none, owner
 	case err != nil:
 		return err
 	case handle == "":
-		fmt.Fprintf(a.stdout, "a dry run, nothing was ended: end would end every session of %q of these:\n", owner)
+		fmt.Fprintf(a.stdout, "a dry run, nothing was ended: end would end every session of %q%s:\n", owner,
+			map[bool]string{true: ", these and any older ones", false: " of these"}[len(list) >= listCap])
 		return a.printSessions(list, none, owner, false)
 	case i < 0:
 		return noHandle(owner, handle)
@@ -85,9 +86,12 @@ func (a *app) wouldEnd(ctx context.Context, store *mongostore.Store, none, owner
 	return err
 }
 
+// listCap is the most sessions Store.ListSessions lists, the latest saved.
+const listCap = 1000
+
 // noHandle is the error of a handle that names no live session of owner.
 func noHandle(owner, handle string) error {
-	return problemf("no live session of %q has the handle %q (list them: mongostore-admin sessions -owner %s)", owner, handle, shellQuote(owner))
+	return problemf("none of the latest %d live sessions of %q has the handle %q (list them: mongostore-admin sessions -owner %s)", listCap, owner, handle, shellQuote(owner))
 }
 
 // describe names s, a session of owner, for a line of end's.
@@ -176,6 +180,9 @@ func (a *app) sessions(ctx context.Context, store *mongostore.Store, none, owner
 
 // printSessions prints list, owner's sessions (none notes that the collection holds none).
 func (a *app) printSessions(list []mongostore.OwnedSession, none, owner string, asJSON bool) error {
+	if len(list) >= listCap {
+		fmt.Fprintf(a.stderr, "mongostore-admin: a listing holds the %d latest saved sessions of a user: %q may have older ones\n", listCap, owner)
+	}
 	switch {
 	case asJSON:
 		out := make([]ownedSession, 0, len(list))
