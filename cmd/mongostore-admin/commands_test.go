@@ -76,6 +76,17 @@ func TestStats(t *testing.T) {
 	if rep.Sizes == nil || rep.Sizes.Count != 3 || rep.Sizes.P50 < 100 || rep.Sizes.Max < rep.Sizes.P50 {
 		t.Errorf("sizes %+v; want 3 documents of some hundred bytes", rep.Sizes)
 	}
+
+	// With the keys, a new pair first: the counts of a dry run, named as
+	// what Rekey would do, not as what it did.
+	r = runCmd(t, map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": strings.Repeat("01", 32) + "," + testKey}, "stats", "-json")
+	rep = statsReport{}
+	if err := json.Unmarshal([]byte(r.stdout), &rep); r.code != 0 || err != nil || rep.Keys == nil {
+		t.Fatalf("stats -json with keys: exit %d, %v", r.code, err)
+	}
+	if k := *rep.Keys; k.Live != 5 || k.WouldReseal != 5 || !slices.Equal(k.ByKey, []int64{0, 5}) || strings.Contains(r.stdout, "Changed") {
+		t.Errorf("keys %+v (%s); want 5 live, 5 to re-seal, all under the second pair", k, r.stdout)
+	}
 }
 
 // TestStatsModes checks the expiry mode stats reads from the indexes of a

@@ -52,7 +52,7 @@ func (a *app) rekey(ctx context.Context, store *mongostore.Store, none string, o
 	stopped := map[bool]string{true: "until it stopped: "}[err != nil]
 	fmt.Fprintf(a.stdout, "%s%s%s: %d %s under the first key pair (%d encrypted, %d decrypted), %d opened by none of the keys, %d with values this command cannot decode (left alone)\n",
 		stopped, plural(int(rc.Live), "live session"), none, rc.Changed, verb, rc.Encrypted, rc.Decrypted, rc.Unverified, rc.Undecodable)
-	fmt.Fprintf(a.stdout, "before: %s\n", byKey(rc))
+	fmt.Fprintf(a.stdout, "before: %s\n", byKey(rc.ByKey))
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w (what was re-sealed stays so, and the write under way may have landed: run rekey again to finish)", err)
@@ -65,9 +65,9 @@ func (a *app) rekey(ctx context.Context, store *mongostore.Store, none string, o
 }
 
 // byKey says how many sessions need each key pair.
-func byKey(rc mongostore.RekeyCounts) string {
-	parts := make([]string, len(rc.ByKey))
-	for i, n := range rc.ByKey {
+func byKey(counts []int64) string {
+	parts := make([]string, len(counts))
+	for i, n := range counts {
 		parts[i] = fmt.Sprintf("key pair %d: %d", i+1, n)
 	}
 	return strings.Join(parts, ", ")

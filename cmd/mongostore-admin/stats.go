@@ -56,11 +56,20 @@ type statsReport struct {
 	Exact      bool       `json:"exact"`
 	Expired    int64      `json:"expired"` // expired, not deleted yet
 	// The expiresAt of the oldest expired document, and how long ago it was.
-	OldestExpired *time.Time              `json:"oldestExpired,omitempty"`
-	LagSeconds    float64                 `json:"lagSeconds"`
-	Indexes       review.Review           `json:"indexes"`
-	Sizes         *sizeReport             `json:"sizes,omitempty"`
-	Keys          *mongostore.RekeyCounts `json:"keys,omitempty"` // with SESSION_KEY: the live sessions that need each key pair
+	OldestExpired *time.Time    `json:"oldestExpired,omitempty"`
+	LagSeconds    float64       `json:"lagSeconds"`
+	Indexes       review.Review `json:"indexes"`
+	Sizes         *sizeReport   `json:"sizes,omitempty"`
+	Keys          *keyReport    `json:"keys,omitempty"` // with SESSION_KEY: the live sessions that need each key pair
+}
+
+// keyReport is what stats says of the keys, from a dry run of Rekey: it changes nothing.
+type keyReport struct {
+	Live        int64   `json:"live"`
+	ByKey       []int64 `json:"byKey"`       // the live sessions that need each key pair, in the order given
+	WouldReseal int64   `json:"wouldReseal"` // those Rekey would re-seal under the first pair
+	Unverified  int64   `json:"unverified"`  // opened by no key pair given
+	Undecodable int64   `json:"undecodable"` // with values this command cannot decode
 }
 
 // sizeReport summarizes the BSON sizes, in bytes, of documents sampled by Method.
@@ -119,7 +128,7 @@ func (a *app) keyCounts(ctx context.Context, c *conn, r *statsReport) (err error
 	return a.keyedStore(ctx, c, "unset SESSION_KEY for the other counts", func(store *mongostore.Store, _ string) error {
 		defer step(a.stderr, a.progressAfter, "stats", "reading every live session to count what needs each key pair")()
 		rc, err := store.Rekey(ctx, mongostore.RekeyOptions{DryRun: true})
-		r.Keys = &rc
+		r.Keys = &keyReport{rc.Live, rc.ByKey, rc.Changed, rc.Unverified, rc.Undecodable}
 		return err
 	})
 }
@@ -266,7 +275,7 @@ func (r *statsReport) print(w io.Writer, server string) {
 	}
 	printIndexes(p, r.Indexes)
 	if k := r.Keys; k != nil {
-		p.line("keys", "%s (of %s; %d opened by none, %d with values this command cannot decode)", byKey(*k), plural(int(k.Live), "live session"), k.Unverified, k.Undecodable)
+		p.line("keys", "%s (of %s; %d opened by none, %d with values this command cannot decode)", byKey(k.ByKey), plural(int(k.Live), "live session"), k.Unverified, k.Undecodable)
 	}
 	if s := r.Sizes; s != nil && s.Count == 0 {
 		p.line("sizes", "no documents to sample")
