@@ -320,6 +320,19 @@ func (c collection) lockNonAtomic(ctx context.Context, chain string) (func(), er
 	return c.locks.lock(ctx, chain)
 }
 
+// errUnacknowledged is the error of a write the server did not acknowledge
+// (write concern w=0): the store must know what each write did.
+var errUnacknowledged = fmt.Errorf("%w: the collection's write concern is unacknowledged (w=0), but the store must know "+
+	"what each write did (a concurrent save, a session already ended): use w=1 or w=majority", ErrInvalidConfig)
+
+// acknowledged returns errUnacknowledged for a write not acknowledged.
+func acknowledged(ok bool) error {
+	if !ok {
+		return errUnacknowledged
+	}
+	return nil
+}
+
 func dbError(op string, err error) error { return fmt.Errorf("%w: %s: %w", ErrDatabase, op, err) }
 
 // uncertain reports whether err leaves a write's outcome unknown: a
@@ -345,10 +358,11 @@ func (c collection) find(ctx context.Context, id string) (bson.Raw, error) {
 
 // insert inserts the document d.
 func (c collection) insert(ctx context.Context, d *document) error {
-	if _, err := c.c.InsertOne(ctx, d.raw()); err != nil {
+	res, err := c.c.InsertOne(ctx, d.raw())
+	if err != nil {
 		return dbError("insert session", err)
 	}
-	return nil
+	return acknowledged(res.Acknowledged)
 }
 
 // update makes the document d.id d if it is still at version v, live at
@@ -362,6 +376,8 @@ func (c collection) update(ctx context.Context, d *document, v version, now time
 		res, err := c.c.UpdateOne(ctx, revFilter(d.id, v.rev), d.update(v))
 		if err != nil {
 			return nil, dbError("save session", err)
+		} else if !res.Acknowledged {
+			return nil, errUnacknowledged
 		}
 		if res.MatchedCount > 0 {
 			return nil, nil
@@ -401,7 +417,7 @@ func (c collection) deleteMatching(ctx context.Context, id string, filter any) (
 		if err != nil {
 			return false, dbError("delete session", err)
 		}
-		return res.DeletedCount > 0, nil
+		return res.DeletedCount > 0, acknowledged(res.Acknowledged)
 	}, c.present(ctx, filter))
 }
 
@@ -421,8 +437,11 @@ func (c collection) remove(ctx context.Context, id, sid string) (bson.Raw, error
 	filter := bson.D{{Key: fieldID, Value: id}, ownSecret(sid)}
 	var removed bson.Raw
 	_, err := c.deleteLooking(ctx, id, func() (bool, error) {
-		raw, err := c.c.FindOneAndDelete(ctx, filter).Raw()
-		removed, err = oneOrNone("delete session", raw, err)
+		res := c.c.FindOneAndDelete(ctx, filter)
+		raw, err := res.Raw()
+		if removed, err = oneOrNone("delete session", raw, err); err == nil {
+			err = acknowledged(res.Acknowledged)
+		}
 		return removed != nil, err
 	}, c.present(ctx, filter))
 	return removed, err
@@ -501,7 +520,7 @@ func (c collection) deleteMany(ctx context.Context, op string, filter any, comme
 	if err != nil {
 		return 0, dbError(op, err)
 	}
-	return res.DeletedCount, nil
+	return res.DeletedCount, acknowledged(res.Acknowledged)
 }
 
 // expiredFilter matches the documents expired at now: an index range.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
+	"go.mongodb.org/mongo-driver/v2/mongo/writeconcern"
 )
 
 // serverSupportsTTL reports whether the test server accepts TTL indexes,
@@ -1043,5 +1045,20 @@ func TestIndexRaceAtStart(t *testing.T) {
 	store, err := newExpiryStore(t, client.Database(testDatabase).Collection(other.Name()), ExpiryAuto)
 	if want := map[bool]ExpiryMode{true: ExpiryTTL, false: ExpiryGC}[ttl]; err != nil || store.Expiry() != want {
 		t.Fatalf("NewStore: %v, %v; want %v", store, err, want)
+	}
+}
+
+// TestUnacknowledgedWritesRefused: through a collection whose write concern
+// is w=0, a save fails with ErrInvalidConfig naming w=0, as the store could
+// tell neither a concurrent save nor what an ending deleted.
+func TestUnacknowledgedWritesRefused(t *testing.T) {
+	coll := testCollection(t, testClient(t, nil))
+	w0 := coll.Clone(options.Collection().SetWriteConcern(writeconcern.Unacknowledged()))
+	store := storeOn(t, w0, Config{Expiry: ExpiryNone})
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	session, _ := store.New(r, testSessionName)
+	session.Values["k"] = "v"
+	if err := store.Save(r, httptest.NewRecorder(), session); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "w=0") {
+		t.Fatalf("a save through a w=0 collection: %v, want ErrInvalidConfig naming w=0", err)
 	}
 }
