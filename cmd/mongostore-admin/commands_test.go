@@ -87,6 +87,14 @@ func TestStats(t *testing.T) {
 	if k := *rep.Keys; k.Live != 5 || k.WouldReseal != 5 || !slices.Equal(k.ByKey, []int64{0, 5}) || strings.Contains(r.stdout, "Changed") {
 		t.Errorf("keys %+v (%s); want 5 live, 5 to re-seal, all under the second pair", k, r.stdout)
 	}
+	// A first pair without a block key after ones with: counted, where a
+	// rekey would need -decrypt.
+	r = runCmd(t, map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey + "," + strings.Repeat("01", 32),
+		"SESSION_BLOCK_KEY": "," + strings.Repeat("02", 32)}, "stats")
+	mustContain(t, "stdout", r.stdout, "key pair 1: 5, key pair 2: 0")
+	if r.code != 0 {
+		t.Errorf("stats with a plain pair before an encrypting one: exit %d, want 0", r.code)
+	}
 }
 
 // TestStatsModes checks the expiry mode stats reads from the indexes of a
