@@ -1048,17 +1048,51 @@ func TestIndexRaceAtStart(t *testing.T) {
 	}
 }
 
-// TestUnacknowledgedWritesRefused: through a collection whose write concern
-// is w=0, a save fails with ErrInvalidConfig naming w=0, as the store could
-// tell neither a concurrent save nor what an ending deleted.
+// TestUnacknowledgedWritesRefused: every kind of write through a collection
+// whose write concern is w=0 (an insert, a save's update, a logout's
+// delete, a sweep's deleteMany) fails with ErrInvalidConfig naming w=0, as
+// the store could tell neither a concurrent save nor what an ending
+// deleted. Each uses a client of its own: FerretDB answers w=0 commands,
+// which leaves the client's next reply out of step.
 func TestUnacknowledgedWritesRefused(t *testing.T) {
-	coll := testCollection(t, testClient(t, nil))
-	w0 := coll.Clone(options.Collection().SetWriteConcern(writeconcern.Unacknowledged()))
-	store := storeOn(t, w0, Config{Expiry: ExpiryNone})
-	r := httptest.NewRequest(http.MethodGet, "/", nil)
-	session, _ := store.New(r, testSessionName)
-	session.Values["k"] = "v"
-	if err := store.Save(r, httptest.NewRecorder(), session); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "w=0") {
-		t.Fatalf("a save through a w=0 collection: %v, want ErrInvalidConfig naming w=0", err)
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
+	if _, err := f.coll.InsertOne(context.Background(), bson.D{{Key: fieldID, Value: "expired"}, // for the sweep
+		{Key: fieldExpiresAt, Value: bson.NewDateTimeFromTime(time.Now().Add(-time.Hour))}}); err != nil {
+		t.Fatal(err)
+	}
+	w0Store := func() *Store {
+		client := testClient(t, nil)
+		w0 := client.Database(testDatabase).Collection(f.coll.Name(), options.Collection().SetWriteConcern(writeconcern.Unacknowledged()))
+		return storeOn(t, w0, Config{Expiry: ExpiryNone})
+	}
+	save := func(store *Store, r *http.Request, w http.ResponseWriter, change func(*sessions.Session)) error {
+		s, err := store.Get(r, testSessionName)
+		if err != nil {
+			return err
+		}
+		change(s)
+		return store.Save(r, w, s)
+	}
+	for name, write := range map[string]func(*Store, *http.Request, http.ResponseWriter) error{
+		"insert": func(st *Store, _ *http.Request, w http.ResponseWriter) error {
+			return save(st, httptest.NewRequest(http.MethodGet, "/", nil), w, func(s *sessions.Session) { s.Values["k"] = "v" })
+		},
+		"update": func(st *Store, r *http.Request, w http.ResponseWriter) error {
+			return save(st, r, w, func(s *sessions.Session) { s.Values["k"] = "changed" })
+		},
+		"delete": func(st *Store, r *http.Request, w http.ResponseWriter) error {
+			return save(st, r, w, func(s *sessions.Session) { s.Options.MaxAge = -1 })
+		},
+		"deleteMany": func(st *Store, _ *http.Request, _ http.ResponseWriter) error {
+			_, err := st.DeleteExpired(context.Background())
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if err := write(w0Store(), b.request(), httptest.NewRecorder()); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "w=0") {
+				t.Fatalf("%s through a w=0 collection: %v, want ErrInvalidConfig naming w=0", name, err)
+			}
+		})
 	}
 }
