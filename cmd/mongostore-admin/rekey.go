@@ -34,7 +34,7 @@ or hold values of types it cannot decode (Store.Rekey re-seals those).`,
 		fs.BoolVar(&opts.Decrypt, "decrypt", false, "allow storing encrypted sessions plain (the first key pair has no block key)")
 		fs.BoolVar(&opts.SingleProcess, "offline", false, "the application is stopped (needed to write on FerretDB v1)")
 		return body{run: func(ctx context.Context, a *app, c *conn) error {
-			return a.keyedStore(ctx, c, "nothing was changed", func(s *mongostore.Store, none string) error { return a.rekey(ctx, s, none, opts) })
+			return a.keyedStore(ctx, c, "nothing was changed", false, func(s *mongostore.Store, none string) error { return a.rekey(ctx, s, none, opts) })
 		}}
 	},
 }

@@ -123,13 +123,16 @@ func TestSessionsTheCommandCannotDecode(t *testing.T) {
 }
 
 // TestSessionsUnderAKeyNotGiven: with sessions sampled that the keys given
-// do not open, end warns that those are left.
+// do not open, end ends what it can find, warns that those are left, and
+// exits 1: the user's sessions under a hash key not given cannot even be
+// found.
 func TestSessionsUnderAKeyNotGiven(t *testing.T) {
 	f := newFixture(t)
 	login(t, newStore(t, f.coll, mongostore.Config{Expiry: mongostore.ExpiryNone}, time.Time{}, bytes.Repeat([]byte{0x9a}, 32)), "alice", "Old phone")
 	r := runCmd(t, map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey}, "end", "-owner", "alice")
-	if r.code != 0 || !strings.Contains(r.stderr, "warning: 1 of the 6 sessions sampled from") || !strings.Contains(r.stdout, "2 sessions") {
-		t.Fatalf("end -owner alice: exit %d, stdout %q, stderr %q; want her 2 sessions under the key given ended, and a warning", r.code, r.stdout, r.stderr)
+	if r.code != 1 || !strings.Contains(r.stderr, "warning: 1 of the 6 sessions sampled from") || !strings.Contains(r.stdout, "2 sessions") ||
+		!strings.Contains(r.stderr, "the user's, if any, were neither listed nor ended") {
+		t.Fatalf("end -owner alice: exit %d, stdout %q, stderr %q; want her 2 sessions under the key given ended, a warning, and exit 1", r.code, r.stdout, r.stderr)
 	}
 }
 
@@ -148,7 +151,7 @@ func TestSessionsOfBeforeARotation(t *testing.T) {
 		login(t, f.store, "carol", "Laptop")
 	}
 	r := runCmd(t, map[string]string{"SESSION_COLLECTION": f.name, "SESSION_KEY": testKey}, "end", "-owner", "alice")
-	if r.code != 0 || !strings.Contains(r.stderr, "do not open with these keys") {
-		t.Fatalf("end -owner alice: exit %d, stderr %q; want a warning of her sessions under a key not given", r.code, r.stderr)
+	if r.code != 1 || !strings.Contains(r.stderr, "do not open with these keys") {
+		t.Fatalf("end -owner alice: exit %d, stderr %q; want a warning of her sessions under a key not given, and exit 1", r.code, r.stderr)
 	}
 }

@@ -35,7 +35,7 @@ fails if they read none of the collection's sessions.`,
 		owner, validate := ownerFlag(fs, "list")
 		asJSON := fs.Bool("json", false, "print the sessions as JSON")
 		return body{validate, func(ctx context.Context, a *app, c *conn) error {
-			return a.keyedStore(ctx, c, "nothing was listed", func(s *mongostore.Store, none string) error { return a.sessions(ctx, s, none, *owner, *asJSON) })
+			return a.keyedStore(ctx, c, "nothing was listed", true, func(s *mongostore.Store, none string) error { return a.sessions(ctx, s, none, *owner, *asJSON) })
 		}}
 	},
 }
@@ -58,7 +58,7 @@ collection's sessions.`,
 		handle := fs.String("handle", "", "end only the session with this handle (see 'sessions')")
 		dry := fs.Bool("dry-run", false, "list the sessions it would end, and end none")
 		return body{validate, func(ctx context.Context, a *app, c *conn) error {
-			return a.keyedStore(ctx, c, "nothing was deleted", func(s *mongostore.Store, none string) error {
+			return a.keyedStore(ctx, c, "nothing was deleted", true, func(s *mongostore.Store, none string) error {
 				if *dry {
 					return a.wouldEnd(ctx, s, none, *owner, *handle)
 				}
@@ -111,8 +111,9 @@ func ownerFlag(fs *flag.FlagSet, verb string) (*string, func() error) {
 }
 
 // keyedStore runs f with a store of c's keys (ExpiryNone: it changes nothing) once they read
-// c's sessions (done says what was done if not); none notes that c holds none, if so.
-func (a *app) keyedStore(ctx context.Context, c *conn, done string, f func(store *mongostore.Store, none string) error) error {
+// c's sessions (done says what was done if not); none notes that c holds none, if so. For a
+// command on a user's sessions (owned), it fails after f if some may have been left out.
+func (a *app) keyedStore(ctx context.Context, c *conn, done string, owned bool, f func(store *mongostore.Store, none string) error) error {
 	if wc := c.opts.WriteConcern; wc != nil && !wc.Acknowledged() {
 		return usagef("MONGODB_URI asks for unacknowledged writes (w=0): the store must know what each write did; remove w=0 from it")
 	}
@@ -128,15 +129,19 @@ func (a *app) keyedStore(ctx context.Context, c *conn, done string, f func(store
 		return fmt.Errorf("session store: %w", err)
 	}
 	defer store.Close()
-	if err := a.checkKeys(store, c, sample, done); err != nil {
+	unread, err := a.checkKeys(store, c, sample, done)
+	if err != nil {
 		return err
 	}
-	if err := f(store, map[bool]string{true: " (" + c.name() + " holds no sessions)"}[len(sample) == 0]); err != nil {
+	if err := f(store, map[bool]string{true: " (" + c.name() + " holds no sessions)"}[len(sample) == 0]); err != nil || !owned {
 		return err
 	}
-	if n := *skipped.n; n > 0 {
+	switch n := *skipped.n; {
+	case n > 0:
 		return problemf("%s of the user in %s opened with none of these keys, and %s neither listed nor ended: give every key pair the application has",
 			plural(int(n), "session"), c.name(), map[bool]string{true: "was", false: "were"}[n == 1])
+	case unread > 0: // of a hash key not given, the user's sessions cannot even be found
+		return problemf("some sessions in %s open with none of these keys (see the warning): the user's, if any, were neither listed nor ended; give every key pair the application has", c.name())
 	}
 	return nil
 }
@@ -325,9 +330,10 @@ func (a *app) sessionsOf(c *conn, docs []bson.Raw, err error) ([]bson.Raw, error
 }
 
 // checkKeys fails if store's keys open none of sessions, sampled from c,
-// and warns if they do not open some; done says what was done.
-func (a *app) checkKeys(store *mongostore.Store, c *conn, sessions []bson.Raw, done string) error {
-	unread, first := 0, error(nil)
+// and warns if they do not open some, and returns how many; done says what
+// was done.
+func (a *app) checkKeys(store *mongostore.Store, c *conn, sessions []bson.Raw, done string) (unread int, _ error) {
+	var first error
 	for _, doc := range sessions {
 		if err := store.CheckDocument(doc); err != nil {
 			unread, first = unread+1, cmp.Or(first, err)
@@ -337,9 +343,9 @@ func (a *app) checkKeys(store *mongostore.Store, c *conn, sessions []bson.Raw, d
 		if unread > 0 {
 			fmt.Fprintf(a.stderr, "mongostore-admin: warning: %d of the %d sessions sampled from %s do not open with these keys (the first: %v): those under a key pair not given are neither listed, ended nor re-sealed\n", unread, len(sessions), c.name(), first)
 		}
-		return nil
+		return unread, nil
 	}
 	names := map[bool]string{false: "SESSION_KEY", true: "SESSION_KEY and SESSION_BLOCK_KEY"}[a.getenv("SESSION_BLOCK_KEY") != ""]
-	return fmt.Errorf("the keys of %s do not match the application's: none of the sessions sampled from %s (%d) "+
+	return unread, fmt.Errorf("the keys of %s do not match the application's: none of the sessions sampled from %s (%d) "+
 		"can be read with them (%v); %s", names, c.name(), len(sessions), first, done)
 }

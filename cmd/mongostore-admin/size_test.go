@@ -13,7 +13,7 @@ import (
 // Bounds on the command's source: lines of its non-test files, and lines
 // of a function's body.
 const (
-	maxLines    = 1540 // 1,530 until stats -json named its key counts as a dry run's; 1,520 until a listing at its cap (1,000) said older sessions may exist; 1,500 until sessions and end reported the sessions they could not open (an operator review); 1,490 until check and the keyed commands refused w=0 (an operator review); 1,400 until end -dry-run and the one-line message for an unreachable server (issue 29); 1,425 until the undecodable sessions and -timeout at connect; 1,430 until end -dry-run -handle looked the handle up, and the sample took the oldest live sessions too; 1,475 until a mongodb+srv lookup failure was told from a malformed URI; 1,480 until parseURI left start, which had grown past 40 lines
+	maxLines    = 1550 // 1,540 until sessions and end exited 1 when the sample held sessions of keys not given; 1,530 until stats -json named its key counts as a dry run's; 1,520 until a listing at its cap (1,000) said older sessions may exist; 1,500 until sessions and end reported the sessions they could not open (an operator review); 1,490 until check and the keyed commands refused w=0 (an operator review); 1,400 until end -dry-run and the one-line message for an unreachable server (issue 29); 1,425 until the undecodable sessions and -timeout at connect; 1,430 until end -dry-run -handle looked the handle up, and the sample took the oldest live sessions too; 1,475 until a mongodb+srv lookup failure was told from a malformed URI; 1,480 until parseURI left start, which had grown past 40 lines
 	maxFuncBody = 50
 )
 

@@ -125,7 +125,7 @@ func (a *app) keyCounts(ctx context.Context, c *conn, r *statsReport) (err error
 	} else if c.keyPairs, err = parseKeys(a.getenv("SESSION_KEY"), a.getenv("SESSION_BLOCK_KEY")); err != nil {
 		return err
 	}
-	return a.keyedStore(ctx, c, "unset SESSION_KEY for the other counts", func(store *mongostore.Store, _ string) error {
+	return a.keyedStore(ctx, c, "unset SESSION_KEY for the other counts", false, func(store *mongostore.Store, _ string) error {
 		defer step(a.stderr, a.progressAfter, "stats", "reading every live session to count what needs each key pair")()
 		rc, err := store.Rekey(ctx, mongostore.RekeyOptions{DryRun: true, Decrypt: true}) // Decrypt: a dry run may count what decrypting would do
 		r.Keys = &keyReport{rc.Live, rc.ByKey, rc.Changed, rc.Unverified, rc.Undecodable}
