@@ -1967,15 +1967,23 @@ func TestSaveAfterTheResponseStarted(t *testing.T) {
 		if err := s.Save(r, w); err != nil {
 			t.Errorf("an update after the response started: %v", err)
 		}
-		if err := f.store.RegenerateID(r, w, s); !errors.Is(err, ErrInvalidConfig) || s.ID == "" {
-			t.Errorf("a regeneration after the response started: %v (ID %q), want ErrInvalidConfig and the ID as it was", err, s.ID)
+		// A login that regenerates too late: the regeneration is refused, and
+		// so is every later save, which would store the login under a
+		// secret another may have planted (session fixation).
+		if err := f.store.RegenerateID(r, w, s); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("a regeneration after the response started: %v, want ErrInvalidConfig", err)
 		}
+		s.Values["user"] = "victim"
+		if err := s.Save(r, w); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("a save after a refused regeneration: %v, want ErrInvalidConfig", err)
+		}
+		s.Values["admin"] = true // for the middleware's save after the response
 	})
 	late(b, func(_ http.ResponseWriter, _ *http.Request, s *sessions.Session) { s.ID = "" }) // the middleware's save after the response
-	if !strings.Contains(f.logs.String(), "the response has started") {
-		t.Errorf("the middleware's refused regeneration was not logged:\n%s", f.logs)
+	if strings.Count(f.logs.String(), "the response has started") < 2 {
+		t.Errorf("the middleware's refused regenerations were not logged:\n%s", f.logs)
 	}
-	if s, err := loadSession(t, f, b); err != nil || s.IsNew || s.Values["seen"] != true {
-		t.Fatalf("the old cookie after the refused regenerations: new %v, %v, %v", s.IsNew, s.Values, err)
+	if s, err := loadSession(t, f, b); err != nil || s.IsNew || s.Values["seen"] != true || s.Values["user"] != "ada" || s.Values["admin"] != nil {
+		t.Fatalf("the old cookie after the refused regenerations: new %v, %v, %v; want ada's values, seen, and nothing of the late login", s.IsNew, s.Values, err)
 	}
 }

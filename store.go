@@ -458,9 +458,10 @@ func (s *Store) sent(w http.ResponseWriter, sv *saving, d *document) error {
 // request that loaded the session with it can no longer save it
 // (ErrSessionGone). Its handle stays the same. If the session ended
 // meanwhile, it returns ErrSessionGone; once the middleware's response has
-// started, ErrInvalidConfig (the new cookie could not be set), and nothing
-// changes; after another failure the session keeps its old secret, and its
-// next save regenerates it.
+// started, ErrInvalidConfig (the new cookie could not be set). After any
+// failure but ErrSessionGone the session keeps its old secret, and every
+// later save tries the regeneration again (refused for good once the
+// response has started): none goes through under the old secret.
 func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
 	if err := checkArgs(r, w, session); err != nil {
 		return err
@@ -468,8 +469,8 @@ func (s *Store) RegenerateID(r *http.Request, w http.ResponseWriter, session *se
 	token := session.ID
 	session.ID = ""
 	err := s.Save(r, w, session)
-	if errors.Is(err, ErrSessionGone) || errors.Is(err, errResponseStarted) {
-		session.ID = token // nothing left to regenerate, or no cookie to carry it: the middleware must not try again
+	if errors.Is(err, ErrSessionGone) {
+		session.ID = token // nothing left to regenerate
 	}
 	return err
 }
