@@ -165,13 +165,15 @@ func (s *Store) refused(ctx context.Context, raw bson.Raw, d *document, values m
 	}
 }
 
-// chainsOf returns the chains of tokens, each once, but chain skip, with
-// the hash of each one's secret.
+// chainsOf returns the chains of tokens, but chain skip, each with the
+// hash of its secret: a chain once per secret (a cookie from before a
+// RegenerateID may come ahead of the live one).
 func chainsOf(tokens []cookieToken, skip string) []otherCookie {
 	var others []otherCookie
 	for _, t := range tokens {
-		if t.chain != skip && !slices.ContainsFunc(others, func(o otherCookie) bool { return o.chain == t.chain }) {
-			others = append(others, otherCookie{t.chain, hashHex(t.secret)})
+		o := otherCookie{t.chain, hashHex(t.secret)}
+		if t.chain != skip && !slices.Contains(others, o) {
+			others = append(others, o)
 		}
 	}
 	return others

@@ -1319,6 +1319,40 @@ func TestLogoutAfterFailedLoadEndsTheSession(t *testing.T) {
 	}
 }
 
+// TestLogoutAfterFailedLoadWithAStaleCookieAhead: a logout after a load
+// that failed on a database error ends the session even when the request
+// carries its cookie from before a RegenerateID ahead of its live one (a
+// fixation attempt's planted cookie). Before: one secret was kept per
+// chain, the first cookie's, so the delete matched nothing, the logout
+// reported success, and the live cookie kept working.
+func TestLogoutAfterFailedLoadWithAStaleCookieAhead(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+	stale := b.cookies[testSessionName].Value
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		if err := f.store.RegenerateID(r, w, s); err != nil {
+			t.Fatalf("RegenerateID: %v", err)
+		}
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the load fails; the logout's save outlives the request's context
+	r := httptest.NewRequestWithContext(ctx, http.MethodGet, "http://example.test/", nil)
+	r.AddCookie(&http.Cookie{Name: testSessionName, Value: stale})
+	r.AddCookie(&http.Cookie{Name: testSessionName, Value: b.cookies[testSessionName].Value})
+	s, err := f.store.Get(r, testSessionName)
+	if !errors.Is(err, ErrDatabase) {
+		t.Fatalf("Get with a cancelled context: %v, want ErrDatabase", err)
+	}
+	s.Options.MaxAge = -1
+	if err := s.Save(r, httptest.NewRecorder()); err != nil {
+		t.Fatalf("logout: %v", err)
+	}
+	if n := f.count(t); n != 0 {
+		t.Fatalf("%d documents after the logout, want 0: the session stayed live", n)
+	}
+}
+
 // TestLogoutDespiteCookiePrefixOptions checks that a logout deletes the
 // session even when the cookie's options no longer suit its __Host- name
 // (deleting needs no cookie). Before: Save refused with ErrInvalidConfig
