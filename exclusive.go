@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"crypto/hmac"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -152,7 +153,7 @@ func (s *Store) openFetched(ctx context.Context, raw bson.Raw, chain, holder str
 // sid, live at now: one a request may wait to lock.
 func (s *Store) lockable(raw bson.Raw, sid string, now time.Time) bool {
 	d, err := parseDocument(raw)
-	return err == nil && d.sid == sid && s.live(&d, now)
+	return err == nil && hmac.Equal([]byte(d.sid), []byte(sid)) && s.live(&d, now) // in constant time, as secrets are compared
 }
 
 // unlock releases the lock the session's request holds, if any.
