@@ -325,6 +325,18 @@ func (c collection) lockNonAtomic(ctx context.Context, chain string) (func(), er
 var errUnacknowledged = fmt.Errorf("%w: the collection's write concern is unacknowledged (w=0), but the store must know "+
 	"what each write did (a concurrent save, a session already ended): use w=1 or w=majority", ErrInvalidConfig)
 
+// writesAcknowledged reports whether the collection's writes are
+// acknowledged (its write concern is not w=0), by an update that matches
+// nothing.
+func (c collection) writesAcknowledged(ctx context.Context) (bool, error) {
+	res, err := c.c.UpdateOne(ctx, bson.D{{Key: fieldID, Value: bson.D{{Key: "$in", Value: bson.A{}}}}},
+		bson.D{{Key: "$set", Value: bson.D{{Key: fieldRev, Value: int64(0)}}}})
+	if err != nil {
+		return false, dbError("check the write concern", err)
+	}
+	return res.Acknowledged, nil
+}
+
 // acknowledged returns errUnacknowledged for a write not acknowledged.
 func acknowledged(ok bool) error {
 	if !ok {

@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,7 +21,9 @@ import (
 // for cfg.Expiry (TTL index, or a GC goroutine until Close) and the owner
 // index, within ctx's deadline, or Config.Timeout if ctx has none (one
 // Timeout more to put back an index it dropped, if the set-up then fails).
-// Errors wrap ErrInvalidConfig (saying what to do) or ErrDatabase.
+// Errors wrap ErrInvalidConfig (saying what to do; it refuses a collection
+// whose write concern is w=0, but with ExpiryNone, which sends no command)
+// or ErrDatabase.
 func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs ...[]byte) (*Store, error) {
 	if ctx == nil {
 		return nil, errNil("context")
@@ -77,6 +80,9 @@ func (s *Store) setupIndexes(ctx context.Context) error {
 	}
 	if _, err := s.coll.atomicWrites(ctx); err != nil {
 		return err
+	}
+	if ack, err := s.coll.writesAcknowledged(ctx); err != nil || !ack {
+		return cmp.Or(err, errUnacknowledged)
 	}
 	for pass := 1; ; pass++ {
 		err := s.setupPass(ctx)

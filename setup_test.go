@@ -1048,8 +1048,9 @@ func TestIndexRaceAtStart(t *testing.T) {
 	}
 }
 
-// TestUnacknowledgedWritesRefused: every kind of write through a collection
-// whose write concern is w=0 (an insert, a save's update, a logout's
+// TestUnacknowledgedWritesRefused: NewStore refuses a collection whose
+// write concern is w=0 (unless ExpiryNone, which sends no command), and
+// every kind of write through one (an insert, a save's update, a logout's
 // delete, a sweep's deleteMany) fails with ErrInvalidConfig naming w=0, as
 // the store could tell neither a concurrent save nor what an ending
 // deleted. Each uses a client of its own: FerretDB answers w=0 commands,
@@ -1073,6 +1074,15 @@ func TestUnacknowledgedWritesRefused(t *testing.T) {
 		}
 		change(s)
 		return store.Save(r, w, s)
+	}
+	// NewStore, in a mode that sets indexes up, refuses it at once.
+	client := testClient(t, nil)
+	w0 := client.Database(testDatabase).Collection(f.coll.Name(), options.Collection().SetWriteConcern(writeconcern.Unacknowledged()))
+	if s, err := NewStore(context.Background(), w0, Config{Logger: testLogger(&syncBuffer{})}, testHashKey); !errors.Is(err, ErrInvalidConfig) || !strings.Contains(err.Error(), "w=0") {
+		if s != nil {
+			s.Close()
+		}
+		t.Fatalf("NewStore (ExpiryAuto) on a w=0 collection: %v, want ErrInvalidConfig naming w=0", err)
 	}
 	for name, write := range map[string]func(*Store, *http.Request, http.ResponseWriter) error{
 		"insert": func(st *Store, _ *http.Request, w http.ResponseWriter) error {
