@@ -79,7 +79,7 @@ func (a *app) check(ctx context.Context, c *conn) (err error) {
 	}
 	checkConcerns(ctx, c, info, r)
 	if wc := c.opts.WriteConcern; fails == "" && wc != nil && !wc.Acknowledged() {
-		fails = "the store needs acknowledged writes, and MONGODB_URI asks for w=0: its saves and endings would fail"
+		fails = "the store needs acknowledged writes, and MONGODB_URI asks for w=0: NewStore refuses it (under ExpiryNone, every write fails)"
 	}
 	if fails != "" {
 		return problemf("%s", fails)
