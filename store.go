@@ -171,8 +171,10 @@ func (s *Store) refused(ctx context.Context, raw bson.Raw, d *document, values m
 func chainsOf(tokens []cookieToken, skip string) []otherCookie {
 	var others []otherCookie
 	for _, t := range tokens {
-		o := otherCookie{t.chain, hashHex(t.secret)}
-		if t.chain != skip && !slices.Contains(others, o) {
+		if t.chain == skip {
+			continue
+		}
+		if o := (otherCookie{t.chain, hashHex(t.secret)}); !slices.Contains(others, o) {
 			others = append(others, o)
 		}
 	}

@@ -1381,3 +1381,19 @@ func TestLogoutDespiteCookiePrefixOptions(t *testing.T) {
 		t.Fatalf("%d documents after the logout, want 0", n)
 	}
 }
+
+// TestChainsOfTheLoadedCookie: a request's one cookie, the loaded
+// session's, leaves no other cookie to end, and costs a load no allocation
+// (the hash of its secret is not made); two cookies of one chain with
+// different secrets are both kept, one of the same secret once.
+func TestChainsOfTheLoadedCookie(t *testing.T) {
+	live, stale := newCookieToken(freshToken(), "v"), newCookieToken(freshToken(), "w")
+	stale.chain = live.chain // from before a RegenerateID
+	tokens := []cookieToken{live}
+	if n := testing.AllocsPerRun(100, func() { _ = chainsOf(tokens, live.chain) }); n != 0 || len(chainsOf(tokens, live.chain)) != 0 {
+		t.Fatalf("chainsOf of the loaded cookie alone: %v allocations, %v; want none", n, chainsOf(tokens, live.chain))
+	}
+	if got := chainsOf([]cookieToken{stale, live, stale}, ""); len(got) != 2 || got[0].sid == got[1].sid {
+		t.Fatalf("chainsOf of two secrets of one chain: %v, want both, each once", got)
+	}
+}
