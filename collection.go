@@ -56,8 +56,7 @@ const (
 const (
 	expiresAtIndexName    = setup.ExpiresAtIndexName
 	ownerIndexName        = setup.OwnerIndexName
-	lineageIndexName      = setup.LineageIndexName     // format 2's, dropped by NewStore
-	sparseOwnerIndexName  = setup.SparseOwnerIndexName // format 1's
+	lineageIndexName      = setup.LineageIndexName // format 2's, dropped by NewStore
 	ttlExpireAfterSeconds = setup.TTLExpireAfterSeconds
 )
 

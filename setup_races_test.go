@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mongostore/mongostore/internal/faultproxy"
+	"github.com/mongostore/mongostore/internal/setup"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/event"
 	"go.mongodb.org/mongo-driver/v2/mongo"
@@ -56,7 +57,7 @@ func TestInstancesStartTogether(t *testing.T) {
 			err := coll.Indexes().DropOne(context.Background(), ownerIndexName)
 			if err == nil {
 				_, err = coll.Indexes().CreateOne(context.Background(), mongo.IndexModel{Keys: bson.D{{Key: fieldOwner, Value: 1}},
-					Options: options.Index().SetName(sparseOwnerIndexName).SetSparse(true)})
+					Options: options.Index().SetName(setup.SparseOwnerIndexName).SetSparse(true)})
 			}
 			if err != nil {
 				t.Fatal(err)
@@ -83,8 +84,8 @@ func TestInstancesStartTogether(t *testing.T) {
 				if idx := expiresAtIndexes(t, coll); len(idx) != 1 || idx[0].IsTTL() != ttl {
 					t.Fatalf("round %d: indexes on expiresAt %+v; want one, TTL: %v", round, idx, ttl)
 				}
-				if names := indexNames(t, coll); slices.Contains(names, sparseOwnerIndexName) || !slices.Contains(names, ownerIndexName) {
-					t.Fatalf("round %d: indexes %q; want %s, not %s", round, names, ownerIndexName, sparseOwnerIndexName)
+				if names := indexNames(t, coll); slices.Contains(names, setup.SparseOwnerIndexName) || !slices.Contains(names, ownerIndexName) {
+					t.Fatalf("round %d: indexes %q; want %s, not %s", round, names, ownerIndexName, setup.SparseOwnerIndexName)
 				}
 			}
 		})
@@ -113,8 +114,8 @@ func TestOwnerIndexOfTheApplicationStays(t *testing.T) {
 			}
 			atomic, _ := store.coll.atomicWrites(context.Background())
 			names := indexNames(t, coll)
-			if want := tc.name == "unique" || atomic; slices.Contains(names, sparseOwnerIndexName) != want || !want && !slices.Contains(names, ownerIndexName) {
-				t.Fatalf("indexes %q: want the application's %s kept: %v", names, sparseOwnerIndexName, want)
+			if want := tc.name == "unique" || atomic; slices.Contains(names, setup.SparseOwnerIndexName) != want || !want && !slices.Contains(names, ownerIndexName) {
+				t.Fatalf("indexes %q: want the application's %s kept: %v", names, setup.SparseOwnerIndexName, want)
 			}
 		})
 	}

@@ -972,7 +972,7 @@ func TestUpgradeDropsFormat1OwnerIndex(t *testing.T) {
 	coll := testCollection(t, testClient(t, nil))
 	ctx := context.Background()
 	_, err := coll.Indexes().CreateOne(ctx, mongo.IndexModel{Keys: bson.D{{Key: fieldOwner, Value: 1}},
-		Options: options.Index().SetName(sparseOwnerIndexName).SetSparse(true)})
+		Options: options.Index().SetName(setup.SparseOwnerIndexName).SetSparse(true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -995,9 +995,9 @@ func TestUpgradeDropsFormat1OwnerIndex(t *testing.T) {
 		t.Fatalf("NewStore on a format 1 collection: %v", err)
 	}
 	defer store.Close()
-	if names := indexNames(t, coll); slices.Contains(names, sparseOwnerIndexName) || !slices.Contains(names, ownerIndexName) ||
+	if names := indexNames(t, coll); slices.Contains(names, setup.SparseOwnerIndexName) || !slices.Contains(names, ownerIndexName) ||
 		slices.Contains(names, lineageIndexName) || slices.Contains(names, setup.EarlyOwnerIndexName) {
-		t.Fatalf("indexes %q: want %s, not %s, %s nor %s", names, ownerIndexName, sparseOwnerIndexName, setup.EarlyOwnerIndexName, lineageIndexName)
+		t.Fatalf("indexes %q: want %s, not %s, %s nor %s", names, ownerIndexName, setup.SparseOwnerIndexName, setup.EarlyOwnerIndexName, lineageIndexName)
 	}
 }
 
