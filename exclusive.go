@@ -50,7 +50,8 @@ func (l middlewareLoader) New(r *http.Request, name string) (*sessions.Session, 
 // as the last holder left them, and returns what releases it (call it
 // when done, as with a sync.Mutex): without the middleware, or for part of
 // a handler. Under the middleware, the lock is released after the
-// middleware's save, when the handler returns, and unlock does nothing. It
+// middleware's save, when the handler returns, and unlock does nothing
+// (after it, from work that outlived the handler, unlock releases it). It
 // waits at most Config.LockWait (else ErrLocked). A session not stored has
 // nothing to share: unlock does nothing. One that ended meanwhile gives
 // ErrSessionGone, one stored meanwhile in a form it cannot read ErrDecode
@@ -71,7 +72,8 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opLoad)
 	defer sp.endPanicked()
-	l := loading{session: session, holder: newHolderID(), managed: st.managed}
+	managed := st.managed && !st.released // a middleware that has finished releases nothing more
+	l := loading{session: session, holder: newHolderID(), managed: managed}
 	sp.outcome, sp.size, sp.wait, err = s.load(ctx, &l, []cookieToken{newCookieToken(st.token, st.cookie)})
 	if err == nil && sp.outcome != outcomeLoaded {
 		err = fmt.Errorf("%w: it ended before its lock was taken", ErrSessionGone)
@@ -84,7 +86,7 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 	locked := s.states.get(session)
 	locked.others, locked.cookieSet = st.others, st.cookieSet // as the request had them
 	s.states.set(session, locked)
-	if st.managed {
+	if managed {
 		return unlock, nil // the middleware releases it after its save
 	}
 	return func() { s.unlock(r.Context(), session) }, nil

@@ -345,6 +345,32 @@ func TestLockWithoutTheMiddleware(t *testing.T) {
 	}
 }
 
+// TestLockAfterTheMiddlewareFinished: work that outlives its handler (on a
+// request detached from its cancellation) may Lock the session the
+// middleware loaded; once the middleware has finished, unlock releases the
+// lock, which the middleware no longer can.
+func TestLockAfterTheMiddlewareFinished(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
+	var session *sessions.Session
+	var later *http.Request
+	strictSessionHandler(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		session, later = s, r.WithContext(context.WithoutCancel(r.Context()))
+	}).ServeHTTP(httptest.NewRecorder(), b.request())
+	unlock, err := f.store.Lock(later, session)
+	if err != nil || !lockedDocument(t, f, b) {
+		t.Fatalf("Lock = %v, locked %v", err, lockedDocument(t, f, b))
+	}
+	session.Values["k"] = "w"
+	if err := f.store.Save(later, discardHeaders{}, session); err != nil {
+		t.Fatal(err)
+	}
+	unlock()
+	if lockedDocument(t, f, b) {
+		t.Error("the lock outlives unlock: every exclusive request of the session waits for LockLease")
+	}
+}
+
 // TestExclusiveCost: an uncontended exclusive read-write request sends one
 // command more than a plain one: the load takes the lock, the save writes,
 // and one update releases it.
