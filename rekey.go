@@ -102,6 +102,8 @@ func (s *Store) checkRekey(ctx context.Context, opts RekeyOptions) error {
 	if opts.DryRun || opts.SingleProcess {
 		return nil
 	}
+	ctx, cancel := s.opContext(ctx, false)
+	defer cancel()
 	atomic, err := s.coll.atomicWrites(ctx)
 	if err == nil && !atomic {
 		err = fmt.Errorf("%w: this server's conditional writes are not atomic across processes (FerretDB v1), so "+

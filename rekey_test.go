@@ -161,21 +161,25 @@ func bytesOf(b byte) []byte {
 // server that stops answering cannot hold it, and a session's chain lock,
 // for ever.
 func TestRekeyCommandsAreBounded(t *testing.T) {
-	coll, proxy := proxiedCollection(t, options.Client())
-	store := storeOn(t, coll, Config{Expiry: ExpiryNone, Timeout: 300 * time.Millisecond}, testHashKey)
-	proxy.BlackHole(true)
-	t.Cleanup(func() { proxy.BlackHole(false) })
-	done := make(chan error, 1)
-	go func() {
-		_, err := store.Rekey(context.Background(), RekeyOptions{SingleProcess: true})
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		if !errors.Is(err, ErrDatabase) {
-			t.Fatalf("Rekey on a server that does not answer: %v, want ErrDatabase", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Rekey still waits on a server that does not answer, 30s on")
+	for _, singleProcess := range []bool{true, false} { // without it, Rekey first asks whether writes are atomic
+		t.Run(fmt.Sprintf("SingleProcess=%v", singleProcess), func(t *testing.T) {
+			coll, proxy := proxiedCollection(t, options.Client())
+			store := storeOn(t, coll, Config{Expiry: ExpiryNone, Timeout: 300 * time.Millisecond}, testHashKey)
+			proxy.BlackHole(true)
+			t.Cleanup(func() { proxy.BlackHole(false) })
+			done := make(chan error, 1)
+			go func() {
+				_, err := store.Rekey(context.Background(), RekeyOptions{SingleProcess: singleProcess})
+				done <- err
+			}()
+			select {
+			case err := <-done:
+				if !errors.Is(err, ErrDatabase) {
+					t.Fatalf("Rekey on a server that does not answer: %v, want ErrDatabase", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Rekey still waits on a server that does not answer, 30s on")
+			}
+		})
 	}
 }
