@@ -102,11 +102,12 @@ type sessionWriter struct {
 	baseHeader []headerField  // as before the handler ran (its values shared), restored on a failed save
 	baseFields [4]headerField // room for baseHeader's fields
 
-	once      sync.Once
-	committed atomic.Bool // the response may have started
-	failed    bool        // the save failed and onError answered
-	stored    map[any]any // the stored values, decoded once if need be (see changed)
-	encoded   []byte      // the values as the change check encoded them, for the save
+	once       sync.Once
+	committed  atomic.Bool // the response may have started
+	failed     bool        // the save failed and onError answered
+	stored     map[any]any // the values of storedFrom, decoded once if need be (see changed)
+	storedFrom []byte      // the stored encoding stored was decoded from
+	encoded    []byte      // the values as the change check encoded them, for the save
 }
 
 // headerField is a response header's field: its canonical key, its values.
@@ -185,10 +186,11 @@ func (w *sessionWriter) changed(st sessionState) bool {
 	if canonical(codec, enc) {
 		return true
 	}
-	if w.stored == nil {
+	if w.stored == nil || !bytes.Equal(w.storedFrom, st.encoded) { // decoded before a save the handler made
 		if w.stored, err = codec.Decode(st.encoded); err != nil {
 			return true
 		}
+		w.storedFrom = st.encoded
 	}
 	return !reflect.DeepEqual(w.stored, w.session.Values)
 }
@@ -233,7 +235,6 @@ func (w *sessionWriter) commit() {
 // for a touch, onError answers instead of the handler, and save reports
 // false.
 func (w *sessionWriter) save(touch bool) bool {
-	w.stored = nil // what is stored is about to change
 	w.stage()
 	err := w.store.Save(w.req, w.ResponseWriter, w.session)
 	if errors.Is(err, ErrLimit) { // the session is saved

@@ -1316,6 +1316,27 @@ func TestMiddlewareChangeAfterResponseStarted(t *testing.T) {
 	}
 }
 
+// TestMiddlewareChangeCheckAfterTheHandlersSave: with a codec that encodes
+// equal values differently, the change check decodes the stored values;
+// once the handler has saved the session itself after the response
+// started, the check compares with what that save stored, and the
+// handler's later change is saved.
+func TestMiddlewareChangeCheckAfterTheHandlersSave(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone, Codec: shiftyCodec{compactCodec{&keyCache{}}, new(atomic.Int64)}})
+	b, _ := saveNewSession(t, f, map[any]any{"step": "one"})
+	strictSessionHandler(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		io.WriteString(w, "hello") // the response starts: unchanged, the stored values decoded
+		s.Values["step"] = "two"
+		if err := s.Save(r, w); err != nil {
+			t.Fatal(err)
+		}
+		s.Values["step"] = "one" // for the middleware to save when the handler returns
+	}).ServeHTTP(httptest.NewRecorder(), b.request())
+	if s, err := loadSession(t, f, b); err != nil || s.Values["step"] != "one" {
+		t.Errorf("stored step %v (%v), want one: the handler's last change was not saved", s.Values["step"], err)
+	}
+}
+
 // TestMiddlewareHijacker checks that handlers asserting http.Hijacker work.
 func TestMiddlewareHijacker(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
