@@ -225,7 +225,8 @@ func (c cookieCodec) encode(name, id string) (string, error) {
 // setCookie sets the cookie called name to value, or with opts.MaxAge < 0
 // expires it, in place of one of that path and domain the response already
 // sets (a save after RegenerateID). A cookie with a Max-Age never outlives
-// the session's document, which expires at expiresAt.
+// the session's document, which expires at expiresAt. The middleware keeps
+// it even if a later save fails.
 func setCookie(w http.ResponseWriter, name, value string, opts *sessions.Options, expiresAt, now time.Time) {
 	o := *opts
 	if o.MaxAge > 0 {
@@ -245,7 +246,10 @@ func setCookie(w http.ResponseWriter, name, value string, opts *sessions.Options
 	if set := h["Set-Cookie"]; slices.ContainsFunc(set, same) {
 		h["Set-Cookie"] = slices.DeleteFunc(slices.Clone(set), same) // a copy: the middleware's snapshot shares set
 	}
-	http.SetCookie(w, c)
+	if v := c.String(); v != "" {
+		h.Add("Set-Cookie", v)
+		keepCookie(w, v)
+	}
 }
 
 // checkCookieName checks that browsers would send a cookie called name

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,7 +24,8 @@ import (
 // but not a new session's nor a changed ID's, which would need a cookie
 // (logged). An unchanged session is rewritten
 // once per Config.TouchInterval, to slide its expiry. If a load or save
-// fails, onError answers instead of the handler, err wrapping ErrDatabase,
+// fails, onError answers instead of the handler (the response keeps the
+// cookies of the sessions saved before), err wrapping ErrDatabase,
 // ErrSessionGone, ErrConflict, ErrLocked, ErrEncode or ErrInvalidConfig;
 // nil logs and answers 409 for ErrSessionGone and ErrConflict, 503 for
 // ErrLocked, else 500. Responses vary
@@ -101,6 +103,7 @@ type sessionWriter struct {
 	onError    func(http.ResponseWriter, *http.Request, error)
 	baseHeader []headerField  // as before the handler ran (its values shared), restored on a failed save
 	baseFields [4]headerField // room for baseHeader's fields
+	kept       []string       // the Set-Cookie values of the saves that went through it, kept on a failed save
 
 	once       sync.Once
 	committed  atomic.Bool // the response may have started
@@ -243,11 +246,7 @@ func (w *sessionWriter) save(touch bool) bool {
 	}
 	if err != nil && !touch {
 		w.failed = true
-		h := w.ResponseWriter.Header()
-		clear(h) // drop what the handler set for its own response
-		for _, f := range w.baseHeader {
-			h[f.key] = f.values
-		}
+		w.restoreHeader()
 		w.onError(w.ResponseWriter, w.req, err)
 		return false
 	}
@@ -257,6 +256,24 @@ func (w *sessionWriter) save(touch bool) bool {
 	}
 	return true
 }
+
+// restoreHeader drops what the handler set for its own response, but the
+// cookies of sessions saved meanwhile (a RegenerateID's): their documents
+// stay as saved.
+func (w *sessionWriter) restoreHeader() {
+	h := w.ResponseWriter.Header()
+	kept := slices.DeleteFunc(slices.Clone(h["Set-Cookie"]), func(v string) bool { return !slices.Contains(w.kept, v) })
+	clear(h)
+	for _, f := range w.baseHeader {
+		h[f.key] = f.values
+	}
+	if len(kept) > 0 {
+		h["Set-Cookie"] = append(slices.Clip(h["Set-Cookie"]), kept...) // the snapshot's values stay as they were
+	}
+}
+
+// keepCookie keeps setCookie, set by a save through w, on a failed save.
+func (w *sessionWriter) keepCookie(setCookie string) { w.kept = append(w.kept, setCookie) }
 
 // finish saves what changed after the response started, when the handler
 // returns (a new session cannot get its cookie then: that is logged).

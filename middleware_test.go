@@ -946,6 +946,51 @@ func TestMiddlewareErrorResponseKeepsHeaders(t *testing.T) {
 	}
 }
 
+// TestMiddlewareFailedSaveKeepsSavedCookies: when the middleware's save
+// fails, its error response still carries the cookies of the saves that
+// went through before it (the handler's RegenerateID at login, or an inner
+// middleware's session of another name): their documents stay as saved,
+// and without the cookie the browser could never load them again.
+func TestMiddlewareFailedSaveKeepsSavedCookies(t *testing.T) {
+	const other = "other"
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	mw := f.store.Middleware(testSessionName, nil)
+	for _, tc := range []struct {
+		name    string
+		handler func(w http.ResponseWriter, r *http.Request)
+	}{
+		{"RegenerateID", func(w http.ResponseWriter, r *http.Request) {
+			s, _ := f.store.Get(r, testSessionName)
+			if err := f.store.RegenerateID(r, w, s); err != nil {
+				t.Errorf("RegenerateID: %v", err)
+			}
+			s.Values["odd"] = mwUnregistered{1} // the middleware's save fails
+		}},
+		{"an inner middleware", func(w http.ResponseWriter, r *http.Request) {
+			f.store.Middleware(other, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := f.store.Get(r, other)
+				s.Values["n"] = 1 // saved by the inner middleware as the handler returns
+			})).ServeHTTP(w, r)
+			s, _ := f.store.Get(r, testSessionName)
+			s.Values["odd"] = mwUnregistered{1}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+			rec := b.do(mw(http.HandlerFunc(tc.handler)).ServeHTTP)
+			if rec.Code != http.StatusInternalServerError {
+				t.Fatalf("status %d, want 500", rec.Code)
+			}
+			for _, name := range []string{testSessionName, other} {
+				s, err := f.store.New(b.request(), name)
+				if err != nil || s.IsNew != (name == other && tc.name == "RegenerateID") {
+					t.Errorf("%s after the failed save: new %v, values %v, %v (Set-Cookie %q)", name, s.IsNew, s.Values, err, rec.Header()["Set-Cookie"])
+				}
+			}
+		})
+	}
+}
+
 // TestMiddlewareCacheHeaders checks Vary and Cache-Control.
 func TestMiddlewareCacheHeaders(t *testing.T) {
 	tests := []struct {

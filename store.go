@@ -235,30 +235,6 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 var errResponseStarted = fmt.Errorf("%w: the response has started, so the session's new cookie could not be set: "+
 	"save it before writing the response", ErrInvalidConfig)
 
-// startedWriter is a ResponseWriter that knows whether its response has
-// started (the middleware's).
-type startedWriter interface{ responseStarted() bool }
-
-// responseStarted reports whether w, or a writer it wraps (at most 32
-// deep), says its response has started: a cookie set now would be lost.
-// Gin's and negroni's writers say it with Written.
-func responseStarted(w http.ResponseWriter) bool {
-	for range 32 {
-		if sw, ok := w.(startedWriter); ok {
-			return sw.responseStarted()
-		}
-		if ww, ok := w.(interface{ Written() bool }); ok && ww.Written() {
-			return true
-		}
-		u, ok := w.(interface{ Unwrap() http.ResponseWriter })
-		if !ok {
-			return false
-		}
-		w = u.Unwrap()
-	}
-	return false
-}
-
 // saving is one save of a session under way.
 type saving struct {
 	session    *sessions.Session
