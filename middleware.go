@@ -22,20 +22,21 @@ import (
 // for each request (handlers get it with store.Get) and saves it if changed
 // just before the response headers go out; a later change is still saved,
 // but not a new session's nor a changed ID's, which would need a cookie
-// (logged). An unchanged session is rewritten
-// once per Config.TouchInterval, to slide its expiry. If a load or save
-// fails, onError answers instead of the handler (the response keeps the
-// cookies of the sessions saved before), err wrapping ErrDatabase,
-// ErrSessionGone, ErrConflict, ErrLocked, ErrEncode or ErrInvalidConfig;
-// nil logs and answers 409 for ErrSessionGone and ErrConflict, 503 for
-// ErrLocked, else 500. Responses vary
-// by Cookie; one that sets it is kept out of shared caches. A save that
-// could not apply Config.MaxSessionsPerOwner (ErrLimit) is logged: the
-// session is saved. With Exclusive, the requests of one session run one at
-// a time (exclusive.go); onError gets ErrLocked for one that waited too
-// long (nil answers 503). A name browsers would not send back, or a nil
-// handler, panics. Put http.TimeoutHandler outside it, not inside: a
-// handler outrunning its timeout would change the session as it is saved.
+// (logged). An unchanged session is rewritten once per Config.TouchInterval,
+// to slide its expiry. If a load or save fails, onError answers instead of
+// the handler (the response keeps the cookies of the sessions saved before),
+// err wrapping ErrDatabase, ErrSessionGone, ErrConflict, ErrLocked,
+// ErrEncode or ErrInvalidConfig; nil logs and answers 409 for ErrSessionGone
+// and ErrConflict, 503 for ErrLocked, else 500. Responses vary by Cookie;
+// one that sets it is kept out of shared caches. A save that could not apply
+// Config.MaxSessionsPerOwner (ErrLimit) is logged: the session is saved.
+// With Exclusive, the requests of one session run one at a time
+// (exclusive.go); onError gets ErrLocked for one that waited too long (nil
+// answers 503). Inside another middleware of the session (a site-wide one
+// around a route's), it leaves the session to that one, taking its lock
+// first with Exclusive. A name browsers would not send back, or a nil
+// handler, panics. Put http.TimeoutHandler outside it, not inside: a handler
+// outrunning its timeout would change the session as it is saved.
 func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *http.Request, err error), opts ...MiddlewareOption) func(http.Handler) http.Handler {
 	if err := checkCookieName(name); err != nil {
 		panic(err.Error()) // as http.ServeMux does for a bad pattern: a mistake in the program
@@ -64,6 +65,10 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 				s.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: discarding an unreadable session",
 					slog.String("session", name), slog.String("error", err.Error()))
 			}
+			if enclosed(w, session) { // another middleware of the session saves it
+				s.nested(w, r, session, o.exclusive, onError, next)
+				return
+			}
 			defer s.finished(r.Context(), session) // even if the handler panics
 			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, onError: onError}
 			sw.baseHeader = snapshot(sw.baseFields[:0], w.Header())
@@ -71,6 +76,33 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 			sw.finish()
 		})
 	}
+}
+
+// enclosed reports whether w is, or wraps, the writer of a middleware that
+// loaded session: one wrapping the whole site, say, around a route's.
+func enclosed(w http.ResponseWriter, session *sessions.Session) bool {
+	for w := range writers(w) {
+		if sw, ok := w.(*sessionWriter); ok && sw.session == session {
+			return true
+		}
+	}
+	return false
+}
+
+// nested serves a request whose session an enclosing middleware saves and
+// releases, taking its lock first if exclusive: the lock is the enclosing
+// middleware's to release.
+func (s *Store) nested(w http.ResponseWriter, r *http.Request, session *sessions.Session, exclusive bool,
+	onError func(http.ResponseWriter, *http.Request, error), next http.Handler) {
+	if exclusive {
+		unlock, err := s.Lock(r, session)
+		defer unlock()
+		if err != nil {
+			onError(w, r, err)
+			return
+		}
+	}
+	next.ServeHTTP(w, r)
 }
 
 // answerError is the middleware's default error handler.

@@ -991,6 +991,61 @@ func TestMiddlewareFailedSaveKeepsSavedCookies(t *testing.T) {
 	}
 }
 
+// TestMiddlewareNested: a middleware of the session's name inside another
+// (one for the whole site, one for a route) leaves the session to the
+// outer one, which writes it once, even if another request saved it after
+// the inner one returned (a second write would have found this request's
+// changes unknown: ErrConflict); an exclusive one inside a plain one takes the
+// session's lock, which the outer one releases after its save.
+func TestMiddlewareNested(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	other := strictSessionHandler(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		s.Values["other"] = "tab 2"
+	})
+	plain := f.store.Middleware(testSessionName, nil)
+	for _, tc := range []struct {
+		name      string
+		inner     func(http.Handler) http.Handler
+		exclusive bool
+		writes    int // of the session's document, the lock's release included
+	}{
+		{"plain", plain, false, 1},
+		{"exclusive", f.store.Middleware(testSessionName, nil, Exclusive()), true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+			var locked, alone bool
+			route := tc.inner(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := f.store.Get(r, testSessionName)
+				s.Values["n"] = s.Values["n"].(int) + 1
+				locked = lockedDocument(t, f, b)
+			}))
+			h := plain(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if route.ServeHTTP(w, r); !alone {
+					other.ServeHTTP(httptest.NewRecorder(), b.request()) // another tab's request saves meanwhile
+				}
+			}))
+			b.do(strictSessionHandler(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) { s.Values["n"] = 0 }).ServeHTTP)
+			alone = true
+			f.cmds.reset()
+			b.do(h.ServeHTTP)
+			if saves := slices.DeleteFunc(commandNames(f.cmds), func(c string) bool { return c != "save" }); len(saves) != tc.writes {
+				t.Errorf("%d writes of the session, want %d (%v)", len(saves), tc.writes, commandNames(f.cmds))
+			}
+			alone = false
+			if rec := b.do(h.ServeHTTP); rec.Code != http.StatusOK {
+				t.Errorf("with another tab's save: status %d %s, want 200", rec.Code, rec.Body)
+			}
+			if s, err := loadSession(t, f, b); err != nil || s.Values["n"] != 2 || s.Values["other"] != "tab 2" {
+				t.Errorf("stored %v (%v), want both changes", s.Values, err)
+			}
+			if locked != tc.exclusive || lockedDocument(t, f, b) {
+				t.Errorf("locked during the handler %v, want %v; after it %v, want false", locked, tc.exclusive, lockedDocument(t, f, b))
+			}
+		})
+	}
+}
+
 // TestMiddlewareCacheHeaders checks Vary and Cache-Control.
 func TestMiddlewareCacheHeaders(t *testing.T) {
 	tests := []struct {
