@@ -429,13 +429,26 @@ func (w *sessionWriter) FlushError() error {
 func (w *sessionWriter) Flush() { _ = w.FlushError() }
 
 // Hijack lets a handler take over the connection (WebSockets). A failed
-// one leaves the response to come, and its save, as they were.
+// one leaves the response to come, and its save, as they were; after a
+// failed save, it is refused.
 func (w *sessionWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	if w.failed { // onError has answered
+		return nil, nil, ErrResponseDiscarded
+	}
 	conn, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
 	if err == nil {
 		w.once.Do(func() { w.committed.Store(true) })
 	}
 	return conn, rw, err
+}
+
+// Push pushes target over HTTP/2 where the underlying writer can (else
+// http.ErrNotSupported); it does not start the response.
+func (w *sessionWriter) Push(target string, opts *http.PushOptions) error {
+	if p, ok := w.ResponseWriter.(http.Pusher); ok {
+		return p.Push(target, opts)
+	}
+	return http.ErrNotSupported
 }
 
 // Unwrap returns the underlying writer, for http.ResponseController.

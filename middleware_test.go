@@ -1502,6 +1502,62 @@ func TestMiddlewareHijacker(t *testing.T) {
 			t.Fatalf("Set-Cookie %q and %d documents, want the session saved with its cookie", rec.Header().Values("Set-Cookie"), f.count(t))
 		}
 	})
+	t.Run("no hijack after a failed save", func(t *testing.T) {
+		f := newFixture(t, Config{Expiry: ExpiryNone})
+		srv := mwServer(t, sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			s.Values["odd"] = mwUnregistered{1}
+			http.NewResponseController(w).Flush() // the save fails: onError answers
+			if conn, _, err := w.(http.Hijacker).Hijack(); !errors.Is(err, ErrResponseDiscarded) {
+				t.Errorf("Hijack after a failed save: %v, want ErrResponseDiscarded", err)
+				if conn != nil {
+					conn.Close()
+				}
+			}
+		}))
+		resp, err := http.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusInternalServerError {
+			t.Errorf("status %d, want onError's 500", resp.StatusCode)
+		}
+	})
+}
+
+// pushRecorder is a ResponseRecorder that can push, as HTTP/2's writer.
+type pushRecorder struct {
+	*httptest.ResponseRecorder
+	pushed []string
+}
+
+func (p *pushRecorder) Push(target string, _ *http.PushOptions) error {
+	p.pushed = append(p.pushed, target)
+	return nil
+}
+
+// TestMiddlewarePusher: a handler pushes through the middleware's writer
+// where the server's writer can push, without starting the response, and
+// gets http.ErrNotSupported where it cannot.
+func TestMiddlewarePusher(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	for _, tc := range []struct {
+		w    http.ResponseWriter
+		want error
+	}{{&pushRecorder{ResponseRecorder: httptest.NewRecorder()}, nil}, {httptest.NewRecorder(), http.ErrNotSupported}} {
+		sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+			p, ok := w.(http.Pusher)
+			if !ok {
+				t.Fatal("the middleware's writer is no http.Pusher")
+			}
+			if err := p.Push("/style.css", nil); !errors.Is(err, tc.want) || responseStarted(w) {
+				t.Errorf("Push: %v, want %v; response started %v", err, tc.want, responseStarted(w))
+			}
+		}).ServeHTTP(tc.w, httptest.NewRequest(http.MethodGet, "/", nil))
+		if pr, ok := tc.w.(*pushRecorder); ok && !slices.Equal(pr.pushed, []string{"/style.css"}) {
+			t.Errorf("pushed %v", pr.pushed)
+		}
+	}
 }
 
 // TestMiddlewareAfterAFailedRegeneration checks that a RegenerateID that
