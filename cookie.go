@@ -39,7 +39,7 @@ type cookieKey struct {
 
 // errBlockAsHash is why a cookie that a pair's block key signs as a hash
 // key fails: NewStore(…, newHash, oldHash) for a rotation of hash keys.
-var errBlockAsHash = errors.New("it is signed with the block key of a key pair, as a hash key: NewStore takes key pairs " +
+var errBlockAsHash = errors.New("signed with the block key of a key pair, as a hash key: NewStore takes key pairs " +
 	"(hash key, block key), so rotating hash keys alone is NewStore(ctx, coll, cfg, newHashKey, nil, oldHashKey, nil)")
 
 func newCookieCodec(pairs []keyPair) cookieCodec {
@@ -156,7 +156,7 @@ func (c cookieCodec) decode(name, value string) (id string, current bool, err er
 	if c.signedWithABlockKey(name, value) {
 		errs = append(errs, errBlockAsHash)
 	}
-	return "", false, fmt.Errorf("%w: %w", ErrInvalidCookie, errors.Join(errs...))
+	return "", false, fmt.Errorf("%w: %w", ErrInvalidCookie, oneLine(errs))
 }
 
 // signedWithABlockKey reports whether a pair's block key, as a hash key,

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/gorilla/sessions"
 )
@@ -86,3 +88,19 @@ func checkArgs(r *http.Request, w http.ResponseWriter, session *sessions.Session
 	}
 	return nil
 }
+
+// oneLine is errors.Join's error with its texts on one line, once each
+// ("; " between them): one log line per error, as log formats want.
+type oneLine []error
+
+func (e oneLine) Error() string {
+	texts := make([]string, 0, len(e))
+	for _, err := range e {
+		if t := err.Error(); !slices.Contains(texts, t) {
+			texts = append(texts, t)
+		}
+	}
+	return strings.Join(texts, "; ")
+}
+
+func (e oneLine) Unwrap() []error { return e }

@@ -102,7 +102,7 @@ func (s *Store) newSession(r *http.Request, name string, managed, locked bool) (
 func (s *Store) warnKeys(ctx context.Context, err error) {
 	if errors.Is(err, errBlockAsHash) {
 		s.keysOnce.Do(func() {
-			s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: a session cookie "+errBlockAsHash.Error())
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: a session cookie was "+errBlockAsHash.Error())
 		})
 	}
 }
