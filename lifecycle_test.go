@@ -602,6 +602,33 @@ func TestEventsOfTheGCGoroutine(t *testing.T) {
 	}
 }
 
+// TestLoginByRegenerateIDNamesTheOwner: a login as the README shows it
+// (the user's values and SetOwner, then RegenerateID) gives an event that
+// names the owner: EventCreated for a visitor with no stored session,
+// EventRegenerated for one with an anonymous session.
+func TestLoginByRegenerateIDNamesTheOwner(t *testing.T) {
+	events := &eventLog{}
+	f := newFixture(t, Config{Expiry: ExpiryNone, OnEvent: events.add})
+	anonymous, _ := saveNewSession(t, f, map[any]any{"cart": "3 books"})
+	events.wantEvents(t, "anonymous visit", "created")
+	for _, tc := range []struct {
+		b    *browser
+		kind EventKind
+	}{{newBrowser(), EventCreated}, {anonymous, EventRegenerated}} {
+		tc.b.do(func(w http.ResponseWriter, r *http.Request) {
+			s, _ := f.store.Get(r, testSessionName)
+			s.Values["user"] = "ada"
+			SetOwner(s, "ada", "laptop")
+			if err := f.store.RegenerateID(r, w, s); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if e := events.wantEvents(t, "login", string(tc.kind))[0]; e.Owner != "ada" || e.Device != "laptop" {
+			t.Errorf("%s event %+v, want owner ada on laptop", tc.kind, e)
+		}
+	}
+}
+
 // TestSubscriberMayEndARegeneratedSession: EventRegenerated comes once the
 // session's chain lock is released, so a subscriber can end the session
 // (it waited for the lock until Config.Timeout, and failed).
