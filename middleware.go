@@ -54,8 +54,12 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 			panic("mongostore: Middleware: nil handler")
 		}
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Add("Vary", "Cookie")
 			session, err := sessions.GetRegistry(r).Get(loader, name)
+			if enclosed(w, session) { // another middleware of the session loaded it, and saves it
+				s.nested(w, r, session, o.exclusive, onError, next)
+				return
+			}
+			w.Header().Add("Vary", "Cookie")
 			if err != nil && !errors.Is(err, ErrInvalidCookie) {
 				if !errors.Is(err, ErrDecode) {
 					onError(w, r, err)
@@ -64,10 +68,6 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 				// A stored session we cannot read is lost, not an outage.
 				s.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: discarding an unreadable session",
 					slog.String("session", name), slog.String("error", err.Error()))
-			}
-			if enclosed(w, session) { // another middleware of the session saves it
-				s.nested(w, r, session, o.exclusive, onError, next)
-				return
 			}
 			defer s.finished(r.Context(), session) // even if the handler panics
 			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, onError: onError}

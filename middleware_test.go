@@ -1028,9 +1028,12 @@ func TestMiddlewareNested(t *testing.T) {
 			b.do(strictSessionHandler(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) { s.Values["n"] = 0 }).ServeHTTP)
 			alone = true
 			f.cmds.reset()
-			b.do(h.ServeHTTP)
+			rec := b.do(h.ServeHTTP)
 			if saves := slices.DeleteFunc(commandNames(f.cmds), func(c string) bool { return c != "save" }); len(saves) != tc.writes {
 				t.Errorf("%d writes of the session, want %d (%v)", len(saves), tc.writes, commandNames(f.cmds))
+			}
+			if vary := rec.Header().Values("Vary"); !slices.Equal(vary, []string{"Cookie"}) {
+				t.Errorf("Vary %q, want Cookie once", vary)
 			}
 			alone = false
 			if rec := b.do(h.ServeHTTP); rec.Code != http.StatusOK {
