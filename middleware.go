@@ -329,6 +329,9 @@ func (w *sessionWriter) finish() {
 	switch err := w.store.Save(w.req, discardHeaders{}, w.session); {
 	case errors.Is(err, ErrLimit):
 		w.logLimit(err)
+	case errors.Is(err, ErrSessionGone): // a logout elsewhere won, as it always does: no failure
+		log.LogAttrs(w.req.Context(), slog.LevelInfo, "mongostore: session ended during the request; its change after the response is dropped",
+			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path))
 	case err != nil:
 		log.LogAttrs(w.req.Context(), slog.LevelError, "mongostore: saving the session after the response",
 			slog.String("session", w.session.Name()), slog.String("path", w.req.URL.Path), slog.String("error", err.Error()))

@@ -1440,6 +1440,26 @@ func TestMiddlewareChangeCheckAfterTheHandlersSave(t *testing.T) {
 	}
 }
 
+// TestMiddlewareSessionEndedAfterTheResponse: a change after the response
+// of a session that a logout elsewhere ended meanwhile is dropped, and
+// logged at Info, as the middleware's answer to ErrSessionGone is: the
+// logout won, as it always does, and nothing failed.
+func TestMiddlewareSessionEndedAfterTheResponse(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"user": "ada"})
+	strictSessionHandler(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		io.WriteString(w, "hello")
+		if _, err := f.coll.DeleteMany(context.Background(), bson.D{}); err != nil { // a logout elsewhere
+			t.Fatal(err)
+		}
+		s.Values["late"] = true
+	}).ServeHTTP(httptest.NewRecorder(), b.request())
+	logs := f.logs.String()
+	if !strings.Contains(logs, `"level":"INFO","msg":"mongostore: session ended during the request`) || strings.Contains(logs, `"level":"ERROR"`) || f.count(t) != 0 {
+		t.Errorf("%d documents; logs:\n%s", f.count(t), logs)
+	}
+}
+
 // TestMiddlewareHijacker checks that handlers asserting http.Hijacker work.
 func TestMiddlewareHijacker(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
