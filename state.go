@@ -34,6 +34,7 @@ type sessionState struct {
 	managed       bool          // the middleware loaded the session, and releases its lock after its save
 	cookieSet     bool          // the store has set the session's cookie in this request
 	released      bool          // the middleware has finished with the session: encoded is dropped
+	loadFailed    bool          // a database error cut its load short: the stored session is unknown
 	lock          string        // the holder ID of the session's lock this request holds (exclusive.go)
 }
 

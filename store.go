@@ -127,7 +127,7 @@ func (s *Store) load(ctx context.Context, l *loading, tokens []cookieToken) (out
 	for _, t := range tokens {
 		raw, wait, err := s.fetch(ctx, t.chain, t.secret, l.holder)
 		if waited += wait; err != nil {
-			s.states.set(l.session, sessionState{others: chainsOf(tokens, "")})
+			s.states.set(l.session, sessionState{others: chainsOf(tokens, ""), loadFailed: true})
 			return outcomeError, -1, waited, err
 		}
 		if raw == nil {
@@ -181,17 +181,19 @@ func chainsOf(tokens []cookieToken, skip string) []otherCookie {
 	return others
 }
 
-// Save writes the session and sets its cookie. Options.MaxAge < 0 ends it.
-// A loaded session is updated only if its document is still live, never
+// Save writes the session and sets its cookie. Options.MaxAge < 0 ends it. A
+// loaded session is updated only if its document is still live, never
 // inserted again (else ErrSessionGone: it stays ended); a new one is
 // inserted under a fresh chain; one whose ID the application changed is
 // saved as RegenerateID would. Values that cannot be encoded, or are larger
 // than Config.MaxSize, give ErrEncode. Save is bounded by Config.Timeout,
-// not by the request's context. Nil arguments, a cookie name or Options
-// that browsers would refuse give ErrInvalidConfig, and nothing is stored,
-// as does a new session or a regeneration saved through the middleware's
-// writer once its response has started (the new cookie would be lost).
-// A save that tied the session to its owner then applies
+// not by the request's context. Nil arguments, a cookie name or Options that
+// browsers would refuse give ErrInvalidConfig, and nothing is stored, as
+// does a new session or a regeneration saved through the middleware's writer
+// once its response has started (the new cookie would be lost). A session
+// whose load failed on a database error gives ErrDatabase: saved as new, it
+// would sign its user out (Restart starts anew; a logout still ends the
+// cookie's session). A save that tied the session to its owner then applies
 // Config.MaxSessionsPerOwner, and returns ErrLimit if it could not.
 func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.Session) error {
 	if err := checkArgs(r, w, session); err != nil {
@@ -235,6 +237,10 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 var errResponseStarted = fmt.Errorf("%w: the response has started, so the session's new cookie could not be set: "+
 	"save it before writing the response", ErrInvalidConfig)
 
+// errLoadFailed is Save's error for a session whose load failed: saved as
+// new, it would take the place of the stored one in the browser.
+var errLoadFailed = fmt.Errorf("%w: the session's load failed, and saving it as a new one would sign its user out", ErrDatabase)
+
 // saving is one save of a session under way.
 type saving struct {
 	session    *sessions.Session
@@ -262,6 +268,9 @@ func (s *Store) prepare(session *sessions.Session) (*saving, error) {
 	if session.Options.MaxAge < 0 {
 		sv.outcome = outcomeEnded // whatever the cookie's options: deleting needs none
 		return sv, nil
+	}
+	if st.loadFailed {
+		return sv, errLoadFailed
 	}
 	if err := errors.Join(checkCookieName(session.Name()), checkCookiePrefix(session.Name(), session.Options)); err != nil {
 		return sv, err

@@ -1319,6 +1319,44 @@ func TestLogoutAfterFailedLoadEndsTheSession(t *testing.T) {
 	}
 }
 
+// TestNoNewSessionAfterAFailedLoad: a session whose load failed on a
+// database error (a blip) is not saved as a new one, by Save or
+// RegenerateID: its cookie would take the place of the stored session's,
+// signing its user out, as an application that ignores Get's error (as
+// gorilla's README does) would. Restart starts anew.
+func TestNoNewSessionAfterAFailedLoad(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, id := saveNewSession(t, f, map[any]any{"user": "ada"})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the load fails; the save outlives the request's context
+	r := b.request().WithContext(ctx)
+	s, err := f.store.Get(r, testSessionName)
+	if !errors.Is(err, ErrDatabase) || !s.IsNew {
+		t.Fatalf("Get with a cancelled context = new %v, %v; want a new session and ErrDatabase", s.IsNew, err)
+	}
+	s.Values["visits"] = 1
+	for name, save := range map[string]func(w http.ResponseWriter) error{
+		"Save":         func(w http.ResponseWriter) error { return s.Save(r, w) },
+		"RegenerateID": func(w http.ResponseWriter) error { return f.store.RegenerateID(r, w, s) },
+	} {
+		rec := httptest.NewRecorder()
+		if err := save(rec); !errors.Is(err, ErrDatabase) || rec.Header().Get("Set-Cookie") != "" || f.count(t) != 1 {
+			t.Errorf("%s after a failed load: %v, Set-Cookie %q, %d documents; want ErrDatabase, no cookie, the stored session alone",
+				name, err, rec.Header().Get("Set-Cookie"), f.count(t))
+		}
+	}
+	if loaded, err := loadSession(t, f, b); err != nil || loaded.ID != id {
+		t.Fatalf("the stored session after the refused saves: %v, %v", loaded.ID, err)
+	}
+	if err := f.store.Restart(b.request(), s); err != nil {
+		t.Fatal(err)
+	}
+	s.Values["user"] = "bob"
+	if err := s.Save(b.request(), httptest.NewRecorder()); err != nil {
+		t.Fatalf("Save after Restart: %v", err)
+	}
+}
+
 // TestLogoutAfterFailedLoadWithAStaleCookieAhead: a logout after a load
 // that failed on a database error ends the session even when the request
 // carries its cookie from before a RegenerateID ahead of its live one (a
