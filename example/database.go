@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/mongostore/mongostore/embeddb"
+	"github.com/mongostore/mongostore/internal/connstr"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
@@ -59,6 +60,9 @@ func openDatabase(ctx, startCtx context.Context, cfg config, logger *slog.Logger
 		}
 	}()
 	opts := options.Client().ApplyURI(uri).SetAppName("mongostore-example").SetTimeout(dbTimeout)
+	if err := opts.Validate(); err != nil { // the driver's reason may quote the password
+		return nil, fmt.Errorf("MONGODB_URI: not a valid connection string: %s", connstr.MaskParseError(err.Error(), uri))
+	}
 	if db.client, err = mongo.Connect(opts, cfg.ClientOptions); err != nil {
 		return nil, fmt.Errorf("connect to database: %w", err)
 	}

@@ -126,3 +126,20 @@ func TestSecondAppOnTheDataDirectory(t *testing.T) {
 		t.Fatalf("the saved address went from %q to %q (%v)", saved, again, err)
 	}
 }
+
+// TestBadURIKeepsItsPasswordOut: a MONGODB_URI the driver cannot parse is
+// refused with the driver's reason, but none of the password, which that
+// reason may quote.
+func TestBadURIKeepsItsPasswordOut(t *testing.T) {
+	ctx := context.Background()
+	for _, uri := range []string{"mongodb://alice:hunter2%zz@127.0.0.1:1/", "mongodb://alice:hunter2@127.0.0.1:port/"} {
+		db, err := openDatabase(ctx, ctx, config{MongoURI: uri}, slog.New(slog.DiscardHandler), io.Discard)
+		if err == nil {
+			db.close(ctx)
+			t.Fatalf("%s: no error", uri)
+		}
+		if msg := err.Error(); !strings.Contains(msg, "MONGODB_URI: not a valid connection string") || strings.Contains(msg, "hunter") {
+			t.Errorf("the error: %s", msg)
+		}
+	}
+}

@@ -68,24 +68,28 @@ func TestLoadConfig(t *testing.T) {
 	}
 
 	for name, tc := range map[string]struct{ env map[string]string }{
-		"key not hex":        {map[string]string{"SESSION_KEY": "zz" + key}},
-		"key too short":      {map[string]string{"SESSION_KEY": strings.Repeat("ab", 31)}},
-		"max age not a time": {map[string]string{"SESSION_MAX_AGE": "1 day"}},
-		"max age too short":  {map[string]string{"SESSION_MAX_AGE": "500ms"}},
-		"max age fractional": {map[string]string{"SESSION_MAX_AGE": "1.5s"}},
-		"max age negative":   {map[string]string{"SESSION_MAX_AGE": "-1h"}},
-		"cookie secure yes":  {map[string]string{"COOKIE_SECURE": "yes"}},
-		"user no password":   {map[string]string{"DEMO_USERS": "alice"}},
-		"user empty pass":    {map[string]string{"DEMO_USERS": "alice:"}},
-		"user bad name":      {map[string]string{"DEMO_USERS": "a b:c"}},
-		"user twice":         {map[string]string{"DEMO_USERS": "alice:x,alice:y"}},
-		"password too long":  {map[string]string{"DEMO_USERS": "alice:" + strings.Repeat("x", 73)}},
-		"embedded no port":   {map[string]string{"EMBEDDED_DB_ADDR": "127.0.0.1"}},
-		"proxy not an IP":    {map[string]string{"TRUSTED_PROXIES": "10.0.0.1, proxy.example"}},
-		"proxy bad prefix":   {map[string]string{"TRUSTED_PROXIES": "10.0.0.0/33"}},
+		"key not hex":         {map[string]string{"SESSION_KEY": "zz" + key}},
+		"key too short":       {map[string]string{"SESSION_KEY": strings.Repeat("ab", 31)}},
+		"max age not a time":  {map[string]string{"SESSION_MAX_AGE": "1 day"}},
+		"max age too short":   {map[string]string{"SESSION_MAX_AGE": "500ms"}},
+		"max age fractional":  {map[string]string{"SESSION_MAX_AGE": "1.5s"}},
+		"max age negative":    {map[string]string{"SESSION_MAX_AGE": "-1h"}},
+		"cookie secure yes":   {map[string]string{"COOKIE_SECURE": "yes"}},
+		"user no password":    {map[string]string{"DEMO_USERS": "alice"}},
+		"user no colon":       {map[string]string{"DEMO_USERS": "alice=Tr0ub4dor&3"}},
+		"password with comma": {map[string]string{"DEMO_USERS": "alice:Tr0ub,4dor&3"}},
+		"user empty pass":     {map[string]string{"DEMO_USERS": "alice:"}},
+		"user bad name":       {map[string]string{"DEMO_USERS": "a b:c"}},
+		"user twice":          {map[string]string{"DEMO_USERS": "alice:x,alice:y"}},
+		"password too long":   {map[string]string{"DEMO_USERS": "alice:" + strings.Repeat("x", 73)}},
+		"embedded no port":    {map[string]string{"EMBEDDED_DB_ADDR": "127.0.0.1"}},
+		"proxy not an IP":     {map[string]string{"TRUSTED_PROXIES": "10.0.0.1, proxy.example"}},
+		"proxy bad prefix":    {map[string]string{"TRUSTED_PROXIES": "10.0.0.0/33"}},
 	} {
 		if cfg, err := loadConfig(env(tc.env)); err == nil {
 			t.Errorf("%s: no error, config %+v", name, cfg)
+		} else if strings.Contains(err.Error(), "Tr0ub4dor") {
+			t.Errorf("%s: the error repeats the password: %v", name, err)
 		} else {
 			t.Logf("%s: %v", name, err)
 		}

@@ -28,17 +28,18 @@ type credential struct {
 func parseUsers(list string) ([]credential, error) {
 	users := []credential{{Name: "demo", Password: "demo"}}
 	seen := map[string]bool{}
+	n := 0 // errors name an entry by its place: its text may hold a password
 	for entry := range strings.SplitSeq(list, ",") {
-		if strings.TrimSpace(entry) == "" {
+		if n++; strings.TrimSpace(entry) == "" {
 			continue
 		}
 		name, password, ok := strings.Cut(entry, ":")
 		name = strings.TrimSpace(name)
 		switch {
 		case !ok:
-			return nil, fmt.Errorf("entry %q: want name:password", entry)
+			return nil, fmt.Errorf("entry %d: want name:password (a password holds no comma)", n)
 		case !validName(name):
-			return nil, fmt.Errorf("entry for %q: a name has 1 to %d letters, digits or any of . _ -", name, maxNameLen)
+			return nil, fmt.Errorf("entry %d: a name has 1 to %d letters, digits or any of . _ -", n, maxNameLen)
 		case password == "" || len(password) > maxPasswordLen:
 			return nil, fmt.Errorf("user %q: a password has 1 to %d bytes", name, maxPasswordLen)
 		case seen[name]:
