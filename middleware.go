@@ -95,9 +95,7 @@ func enclosed(w http.ResponseWriter, session *sessions.Session) bool {
 func (s *Store) nested(w http.ResponseWriter, r *http.Request, session *sessions.Session, exclusive bool,
 	onError func(http.ResponseWriter, *http.Request, error), next http.Handler) {
 	if exclusive {
-		unlock, err := s.Lock(r, session)
-		defer unlock()
-		if err != nil {
+		if _, err := s.Lock(r, session); err != nil { // the enclosing middleware releases the lock after its save
 			onError(w, r, err)
 			return
 		}
@@ -301,11 +299,17 @@ func (w *sessionWriter) restoreHeader() {
 	}
 	if len(kept) > 0 {
 		h["Set-Cookie"] = append(slices.Clip(h["Set-Cookie"]), kept...) // the snapshot's values stay as they were
+		preventSharedCaching(h)
 	}
 }
 
-// keepCookie keeps setCookie, set by a save through w, on a failed save.
-func (w *sessionWriter) keepCookie(setCookie string) { w.kept = append(w.kept, setCookie) }
+// keepCookie keeps setCookie, set by a save through w, on a failed save
+// (which can only come before the response starts).
+func (w *sessionWriter) keepCookie(setCookie string) {
+	if !w.committed.Load() {
+		w.kept = append(w.kept, setCookie)
+	}
+}
 
 // finish saves what changed after the response started, when the handler
 // returns (a new session cannot get its cookie then: that is logged).

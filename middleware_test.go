@@ -981,6 +981,9 @@ func TestMiddlewareFailedSaveKeepsSavedCookies(t *testing.T) {
 			if rec.Code != http.StatusInternalServerError {
 				t.Fatalf("status %d, want 500", rec.Code)
 			}
+			if cc := rec.Header().Get("Cache-Control"); cc != "no-store" {
+				t.Errorf("Cache-Control %q on an error response that sets a cookie, want no-store", cc)
+			}
 			for _, name := range []string{testSessionName, other} {
 				s, err := f.store.New(b.request(), name)
 				if err != nil || s.IsNew != (name == other && tc.name == "RegenerateID") {
@@ -1047,6 +1050,51 @@ func TestMiddlewareNested(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMiddlewareNestedExclusiveHoldsTheLockThroughTheSave: an exclusive
+// middleware inside a plain one holds the lock until the outer one has
+// saved, even when something ahead of both (a logging middleware) got the
+// session first, so that the outer middleware did not load it.
+func TestMiddlewareNestedExclusiveHoldsTheLockThroughTheSave(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"n": 0})
+	route := f.store.Middleware(testSessionName, nil, Exclusive())(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		s.Values["n"] = s.Values["n"].(int) + 1
+	}))
+	var lockedBeforeTheSave bool
+	site := f.store.Middleware(testSessionName, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		route.ServeHTTP(w, r)
+		lockedBeforeTheSave = lockedDocument(t, f, b)
+	}))
+	b.do(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = f.store.Get(r, testSessionName) // a logging middleware reads the user
+		site.ServeHTTP(w, r)
+	})
+	if s, err := loadSession(t, f, b); !lockedBeforeTheSave || lockedDocument(t, f, b) || err != nil || s.Values["n"] != 1 {
+		t.Errorf("locked until the save %v, after it %v; stored %v (%v)", lockedBeforeTheSave, lockedDocument(t, f, b), s.Values, err)
+	}
+}
+
+// TestMiddlewareKeepsNoCookieAfterTheResponse: the cookies of saves after
+// the response started are not kept (no failed save can replace that
+// response): a streaming handler that saves at each event holds no more.
+func TestMiddlewareKeepsNoCookieAfterTheResponse(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	b, _ := saveNewSession(t, f, map[any]any{"n": 0})
+	b.do(strictSessionHandler(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+		_, _ = io.WriteString(w, "event\n")
+		for i := range 5 {
+			s.Values["n"] = i + 1
+			if err := s.Save(r, w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if kept := w.(*sessionWriter).kept; len(kept) != 0 {
+			t.Errorf("%d cookies kept after the response started, want none", len(kept))
+		}
+	}).ServeHTTP)
 }
 
 // TestMiddlewareCacheHeaders checks Vary and Cache-Control.
