@@ -47,10 +47,11 @@ func (l middlewareLoader) New(r *http.Request, name string) (*sessions.Session, 
 }
 
 // Lock takes the lock of the session, loaded by Get, reloading its values
-// as the last holder left them, and returns what releases it (call it
-// when done, as with a sync.Mutex): without the middleware, or for part of
-// a handler. Under the middleware, the lock is released after the
-// middleware's save, when the handler returns, and unlock does nothing
+// as the last holder left them, with this request's changes since its load
+// applied over them (as a save's merge does), and returns what releases it
+// (call it when done, as with a sync.Mutex): without the middleware, or
+// for part of a handler. Under the middleware, the lock is released after
+// the middleware's save, when the handler returns, and unlock does nothing
 // (after it, from work that outlived the handler, unlock releases it). It
 // waits at most Config.LockWait (else ErrLocked). A session not stored has
 // nothing to share: unlock does nothing. One that ended meanwhile gives
@@ -70,6 +71,10 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout+s.cfg.LockWait)
 	defer cancel()
+	mine, err := s.ownChanges(ctx, session, st)
+	if err != nil {
+		return unlock, err
+	}
 	ctx, sp := s.tel.start(ctx, opLoad)
 	defer sp.endPanicked()
 	managed := st.managed && !st.released // a middleware that has finished releases nothing more
@@ -83,13 +88,41 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 		s.states.set(session, st)
 		return unlock, err
 	}
-	locked := s.states.get(session)
-	locked.others, locked.cookieSet = st.others, st.cookieSet // as the request had them
-	s.states.set(session, locked)
+	if err := s.relocked(ctx, session, st, mine); err != nil {
+		return unlock, err
+	}
 	if managed {
 		return unlock, nil // the middleware releases it after its save
 	}
 	return func() { s.unlock(r.Context(), session) }, nil
+}
+
+// ownChanges returns what this request changed of the session, in state
+// st, since it loaded it; nil if that is no longer known (the middleware
+// has finished with it).
+func (s *Store) ownChanges(ctx context.Context, session *sessions.Session, st sessionState) (*changes, error) {
+	if st.released {
+		return nil, nil
+	}
+	c, err := s.changes(ctx, &saving{session: session, st: st})
+	return &c, err
+}
+
+// relocked finishes a Lock that reloaded the session: the request's own
+// cookies and its changes (mine) over the values reloaded. If these cannot
+// be applied, the lock is released.
+func (s *Store) relocked(ctx context.Context, session *sessions.Session, st sessionState, mine *changes) error {
+	locked := s.states.get(session)
+	locked.others, locked.cookieSet = st.others, st.cookieSet // as the request had them
+	s.states.set(session, locked)
+	if mine == nil {
+		return nil
+	}
+	if err := apply(ctx, s.cfg.Codec, mine, session.Values); err != nil {
+		s.unlock(ctx, session)
+		return fmt.Errorf("this request's changes over the session reloaded: %w", err) // ErrDatabase or ErrEncode
+	}
+	return nil
 }
 
 // fetch reads the document chain, taking its lock for holder if not "":

@@ -319,11 +319,13 @@ func TestExpiredSessionIsNeverLocked(t *testing.T) {
 }
 
 // TestLockWithoutTheMiddleware: Lock reloads the values the last holder
-// left, and its unlock releases the lock.
+// left, with the request's own changes since its load over them, and its
+// unlock releases the lock.
 func TestLockWithoutTheMiddleware(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
-	b, _ := saveNewSession(t, f, map[any]any{"n": 1})
+	b, _ := saveNewSession(t, f, map[any]any{"n": 1, "mine": "before"})
 	r, stale := loaded(t, f, b)
+	stale.Values["mine"] = "changed before Lock"        // kept over the reload
 	b.do(func(w http.ResponseWriter, r *http.Request) { // another request's change
 		s, _ := f.store.Get(r, testSessionName)
 		s.Values["n"] = 2
@@ -332,7 +334,7 @@ func TestLockWithoutTheMiddleware(t *testing.T) {
 		}
 	})
 	unlock, err := f.store.Lock(r, stale)
-	if err != nil || stale.Values["n"] != 2 || !lockedDocument(t, f, b) {
+	if err != nil || stale.Values["n"] != 2 || stale.Values["mine"] != "changed before Lock" || !lockedDocument(t, f, b) {
 		t.Fatalf("Lock = %v, values %v, locked %v", err, stale.Values, lockedDocument(t, f, b))
 	}
 	stale.Values["n"] = 3

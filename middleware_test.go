@@ -1055,7 +1055,8 @@ func TestMiddlewareNested(t *testing.T) {
 // TestMiddlewareNestedExclusiveHoldsTheLockThroughTheSave: an exclusive
 // middleware inside a plain one holds the lock until the outer one has
 // saved, even when something ahead of both (a logging middleware) got the
-// session first, so that the outer middleware did not load it.
+// session first, so that the outer middleware did not load it; what the
+// request changed before the lock stays.
 func TestMiddlewareNestedExclusiveHoldsTheLockThroughTheSave(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
 	b, _ := saveNewSession(t, f, map[any]any{"n": 0})
@@ -1065,6 +1066,8 @@ func TestMiddlewareNestedExclusiveHoldsTheLockThroughTheSave(t *testing.T) {
 	}))
 	var lockedBeforeTheSave bool
 	site := f.store.Middleware(testSessionName, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		s.Values["csrf"] = "token" // the site-wide middleware's change, kept over the lock's reload
 		route.ServeHTTP(w, r)
 		lockedBeforeTheSave = lockedDocument(t, f, b)
 	}))
@@ -1072,7 +1075,7 @@ func TestMiddlewareNestedExclusiveHoldsTheLockThroughTheSave(t *testing.T) {
 		_, _ = f.store.Get(r, testSessionName) // a logging middleware reads the user
 		site.ServeHTTP(w, r)
 	})
-	if s, err := loadSession(t, f, b); !lockedBeforeTheSave || lockedDocument(t, f, b) || err != nil || s.Values["n"] != 1 {
+	if s, err := loadSession(t, f, b); !lockedBeforeTheSave || lockedDocument(t, f, b) || err != nil || s.Values["n"] != 1 || s.Values["csrf"] != "token" {
 		t.Errorf("locked until the save %v, after it %v; stored %v (%v)", lockedBeforeTheSave, lockedDocument(t, f, b), s.Values, err)
 	}
 }
