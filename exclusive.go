@@ -77,8 +77,7 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 	}
 	ctx, sp := s.tel.start(ctx, opLoad)
 	defer sp.endPanicked()
-	managed := st.managed && !st.released // a middleware that has finished releases nothing more
-	l := loading{session: session, holder: newHolderID(), managed: managed}
+	l := loading{session: session, holder: newHolderID()} // managed or not as before: the table keeps it
 	sp.outcome, sp.size, sp.wait, err = s.load(ctx, &l, []cookieToken{newCookieToken(st.token, st.cookie)})
 	if err == nil && sp.outcome != outcomeLoaded {
 		err = fmt.Errorf("%w: it ended before its lock was taken", ErrSessionGone)
@@ -91,10 +90,11 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 	if err := s.relocked(ctx, session, st, mine); err != nil {
 		return unlock, err
 	}
-	if managed {
-		return unlock, nil // the middleware releases it after its save
-	}
-	return func() { s.unlock(r.Context(), session) }, nil
+	return func() {
+		if !s.states.get(session).managed { // else the middleware releases it after its save
+			s.unlock(r.Context(), session)
+		}
+	}, nil
 }
 
 // ownChanges returns what this request changed of the session, in state

@@ -350,26 +350,57 @@ func TestLockWithoutTheMiddleware(t *testing.T) {
 // TestLockAfterTheMiddlewareFinished: work that outlives its handler (on a
 // request detached from its cancellation) may Lock the session the
 // middleware loaded; once the middleware has finished, unlock releases the
-// lock, which the middleware no longer can.
+// lock, which the middleware no longer can: whether the work saved the
+// session first, or its Lock waited for another holder while the
+// middleware finished.
 func TestLockAfterTheMiddlewareFinished(t *testing.T) {
-	f := newFixture(t, Config{Expiry: ExpiryNone})
-	b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
-	var session *sessions.Session
-	var later *http.Request
-	strictSessionHandler(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
-		session, later = s, r.WithContext(context.WithoutCancel(r.Context()))
-	}).ServeHTTP(httptest.NewRecorder(), b.request())
-	unlock, err := f.store.Lock(later, session)
-	if err != nil || !lockedDocument(t, f, b) {
-		t.Fatalf("Lock = %v, locked %v", err, lockedDocument(t, f, b))
-	}
-	session.Values["k"] = "w"
-	if err := f.store.Save(later, discardHeaders{}, session); err != nil {
-		t.Fatal(err)
-	}
-	unlock()
-	if lockedDocument(t, f, b) {
-		t.Error("the lock outlives unlock: every exclusive request of the session waits for LockLease")
+	for _, tc := range []struct {
+		name             string
+		saveFirst, waits bool
+	}{{"lock, save", false, false}, {"save, lock", true, false}, {"lock waiting as the middleware finishes", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, Config{Expiry: ExpiryNone, LockWait: 5 * time.Second})
+			b, _ := saveNewSession(t, f, map[any]any{"k": "v"})
+			unlockOther := func() {}
+			if tc.waits { // another request holds the lock
+				r := b.request()
+				s, _ := f.store.Get(r, testSessionName)
+				var err error
+				if unlockOther, err = f.store.Lock(r, s); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, finished := make(chan func(), 1), make(chan struct{})
+			strictSessionHandler(t, f.store, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
+				later := r.WithContext(context.WithoutCancel(r.Context()))
+				go func() { // the work outliving the handler
+					if !tc.waits {
+						<-finished
+					}
+					if tc.saveFirst {
+						s.Values["k"] = "saved first"
+						if err := f.store.Save(later, discardHeaders{}, s); err != nil {
+							t.Error(err)
+						}
+					}
+					unlock, err := f.store.Lock(later, s)
+					if err != nil {
+						t.Error(err)
+					}
+					got <- unlock
+				}()
+				if tc.waits {
+					time.Sleep(100 * time.Millisecond) // Lock is waiting
+				}
+			}).ServeHTTP(httptest.NewRecorder(), b.request())
+			close(finished)
+			unlockOther()
+			unlock := <-got
+			unlock()
+			if lockedDocument(t, f, b) {
+				t.Error("the lock outlives unlock: every exclusive request of the session waits for LockLease")
+			}
+		})
 	}
 }
 

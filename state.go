@@ -31,7 +31,7 @@ type sessionState struct {
 	owner, device string        // as SetOwner left them in the values
 	cookie        string        // the cookie value to send back, signed with the current key
 	others        []otherCookie // the request's other cookies of the session's name
-	managed       bool          // the middleware loaded the session, and releases its lock after its save
+	managed       bool          // the middleware loaded the session, has not finished with it, and releases its lock after its save
 	cookieSet     bool          // the store has set the session's cookie in this request
 	released      bool          // the middleware has finished with the session: encoded is dropped
 	loadFailed    bool          // a database error cut its load short: the stored session is unknown
@@ -78,11 +78,15 @@ func (t *sessionTable) get(session *sessions.Session) sessionState {
 	return t.m[weak.Make(session)]
 }
 
-// set records the state of session.
+// set records the state of session. Only its first state (the
+// middleware's load) can make it managed; release ends that.
 func (t *sessionTable) set(session *sessions.Session, st sessionState) {
 	wp := weak.Make(session)
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if old, ok := t.m[wp]; ok {
+		st.managed = old.managed
+	}
 	t.m[wp] = st
 	if len(t.m) >= t.nextSweep {
 		t.sweep()
@@ -124,15 +128,15 @@ func (t *sessionTable) rebase(session *sessions.Session, st sessionState) {
 }
 
 // release drops the encoded values (up to MaxSize) and the lock of
-// session's state, and returns its chain and that lock, for the caller to
-// release.
+// session's state, which the middleware no longer manages, and returns its
+// chain and that lock, for the caller to release.
 func (t *sessionTable) release(session *sessions.Session) (chain, lock string) {
 	wp := weak.Make(session)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if st, ok := t.m[wp]; ok {
 		chain, lock = st.id, st.lock
-		st.encoded, st.staged, st.lock, st.released = nil, nil, "", true
+		st.encoded, st.staged, st.lock, st.released, st.managed = nil, nil, "", true, false
 		t.m[wp] = st
 	}
 	return chain, lock
