@@ -186,7 +186,8 @@ func (a *app) routes(metrics http.Handler) *http.ServeMux {
 	mux.Handle("GET /login", withSession(http.HandlerFunc(a.loginForm)))
 	mux.Handle("POST /login", withSession(http.HandlerFunc(a.login)))
 	mux.Handle("GET /{$}", withSession(http.HandlerFunc(a.home)))
-	mux.Handle("POST /logout", withSession(http.HandlerFunc(a.logout)))
+	logoutMiddleware := a.store.Middleware(a.sessionName, a.logoutFailed)
+	mux.Handle("POST /logout", withEventScope(logoutMiddleware(http.HandlerFunc(a.logout))))
 	mux.Handle("GET /sessions", withSession(http.HandlerFunc(a.sessionList)))
 	mux.Handle("POST /sessions/end", withSession(http.HandlerFunc(a.endSession)))
 	mux.Handle("POST /sessions/end-others", withSession(http.HandlerFunc(a.endOtherSessions)))
@@ -517,6 +518,20 @@ func (a *app) logout(w http.ResponseWriter, r *http.Request) {
 	a.clearHint(w)
 	// The session is gone, so the message goes in a cookie of its own.
 	a.addFlashCookie(w, r, flash{kindSuccess, "You have been logged out."})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+// logoutFailed answers a logout whose session could not be loaded or
+// ended (the database is down, say): this browser is signed out all the
+// same, its cookies expired, and told that the session itself may live on
+// until it expires.
+func (a *app) logoutFailed(w http.ResponseWriter, r *http.Request, err error) {
+	a.logger.Warn("logout: the session could not be ended; this browser's cookies are expired", "error", err.Error())
+	opts := *a.store.Options
+	opts.MaxAge = -1
+	http.SetCookie(w, sessions.NewCookie(a.sessionName, "", &opts))
+	a.clearHint(w)
+	a.addFlashCookie(w, r, flash{kindWarning, "You have been logged out in this browser, but the server could not end the session now."})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 

@@ -488,6 +488,15 @@ func TestHealthzDatabaseDown(t *testing.T) {
 	if d := time.Since(start); d > dbTimeout+2*time.Second {
 		t.Errorf("GET / took %v with the database down, want at most about %v", d, dbTimeout)
 	}
+	// A logout signs this browser out all the same, and says what it could
+	// not do.
+	wantStatus(t, "POST /logout with the database down", b.post("/logout", nil), http.StatusSeeOther, "/login")
+	if b.cookie(sessionName) != "" {
+		t.Error("the session cookie outlived the logout")
+	}
+	if r := b.get("/login"); !strings.Contains(r.body, "could not end the session") {
+		t.Errorf("the login page after the logout says nothing of it:\n%s", r.body)
+	}
 }
 
 func TestCrossOriginPostRefused(t *testing.T) {
