@@ -382,3 +382,37 @@ func TestNilStore(t *testing.T) {
 		t.Errorf("Save: error %v, want one wrapping ErrInvalidConfig", err)
 	}
 }
+
+// TestEngineWrappedInTheMiddleware: gin's engine wrapped in mongostore's
+// net/http middleware (as the README shows) gives gin-contrib's handlers
+// the middleware's session: saved without session.Save() before the
+// response, with Vary and Cache-Control, and its expiry slid by a read.
+func TestEngineWrappedInTheMiddleware(t *testing.T) {
+	clock := &fakeClock{now: time.Now()}
+	ms := newMongoStore(t, mongostore.Config{Now: clock.Now})
+	r := gin.New()
+	r.Use(sessions.Sessions("mysession", ginstore.New(ms)))
+	r.GET("/set", func(c *gin.Context) {
+		sessions.Default(c).Set("user", "ada") // no Save: the middleware saves
+		c.String(http.StatusOK, "ok")
+	})
+	r.GET("/get", func(c *gin.Context) {
+		user, _ := sessions.Default(c).Get("user").(string)
+		c.String(http.StatusOK, "%s", user)
+	})
+	h := ms.Middleware("mysession", nil)(r)
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/set", nil))
+	cookies := rec.Result().Cookies()
+	if len(cookies) != 1 || rec.Header().Get("Vary") != "Cookie" || rec.Header().Get("Cache-Control") != "no-store" {
+		t.Fatalf("/set: cookies %v, headers %v", cookies, rec.Header())
+	}
+	clock.Advance(2 * time.Hour) // past the touch interval
+	req := httptest.NewRequest(http.MethodGet, "/get", nil)
+	req.AddCookie(cookies[0])
+	rec = httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Body.String() != "ada" || len(rec.Result().Cookies()) != 1 || rec.Header().Get("Vary") != "Cookie" {
+		t.Fatalf("/get two hours on: %q, cookies %v, headers %v; want ada, the cookie sent again as the read slid the expiry", rec.Body, rec.Result().Cookies(), rec.Header())
+	}
+}
