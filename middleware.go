@@ -449,11 +449,13 @@ func (w *sessionWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 	return conn, rw, err
 }
 
-// Push pushes target over HTTP/2 where the underlying writer can (else
+// Push pushes target over HTTP/2 where a writer it wraps can (else
 // http.ErrNotSupported); it does not start the response.
 func (w *sessionWriter) Push(target string, opts *http.PushOptions) error {
-	if p, ok := w.ResponseWriter.(http.Pusher); ok {
-		return p.Push(target, opts)
+	for u := range writers(w.ResponseWriter) {
+		if p, ok := u.(http.Pusher); ok {
+			return p.Push(target, opts)
+		}
 	}
 	return http.ErrNotSupported
 }

@@ -1610,15 +1610,32 @@ func (p *pushRecorder) Push(target string, _ *http.PushOptions) error {
 	return nil
 }
 
+// unwrapOnly is a writer that wraps another without its Push.
+type unwrapOnly struct{ http.ResponseWriter }
+
+func (u unwrapOnly) Unwrap() http.ResponseWriter { return u.ResponseWriter }
+
+// underlying returns the writer u wraps, or w.
+func underlying(w http.ResponseWriter) http.ResponseWriter {
+	if u, ok := w.(unwrapOnly); ok {
+		return u.ResponseWriter
+	}
+	return w
+}
+
 // TestMiddlewarePusher: a handler pushes through the middleware's writer
-// where the server's writer can push, without starting the response, and
+// where the server's writer can push, even through another writer, without starting the response, and
 // gets http.ErrNotSupported where it cannot.
 func TestMiddlewarePusher(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
 	for _, tc := range []struct {
 		w    http.ResponseWriter
 		want error
-	}{{&pushRecorder{ResponseRecorder: httptest.NewRecorder()}, nil}, {httptest.NewRecorder(), http.ErrNotSupported}} {
+	}{
+		{&pushRecorder{ResponseRecorder: httptest.NewRecorder()}, nil},
+		{unwrapOnly{&pushRecorder{ResponseRecorder: httptest.NewRecorder()}}, nil}, // another middleware's writer, without Push
+		{httptest.NewRecorder(), http.ErrNotSupported},
+	} {
 		sessionHandler(t, f.store, nil, func(w http.ResponseWriter, r *http.Request, s *sessions.Session) {
 			p, ok := w.(http.Pusher)
 			if !ok {
@@ -1628,7 +1645,7 @@ func TestMiddlewarePusher(t *testing.T) {
 				t.Errorf("Push: %v, want %v; response started %v", err, tc.want, responseStarted(w))
 			}
 		}).ServeHTTP(tc.w, httptest.NewRequest(http.MethodGet, "/", nil))
-		if pr, ok := tc.w.(*pushRecorder); ok && !slices.Equal(pr.pushed, []string{"/style.css"}) {
+		if pr, ok := underlying(tc.w).(*pushRecorder); ok && !slices.Equal(pr.pushed, []string{"/style.css"}) {
 			t.Errorf("pushed %v", pr.pushed)
 		}
 	}
