@@ -1624,8 +1624,9 @@ func underlying(w http.ResponseWriter) http.ResponseWriter {
 }
 
 // TestMiddlewarePusher: a handler pushes through the middleware's writer
-// where the server's writer can push, even through another writer, without starting the response, and
-// gets http.ErrNotSupported where it cannot.
+// where the server's writer can push, even through another writer,
+// without starting the response, and gets http.ErrNotSupported where it
+// cannot.
 func TestMiddlewarePusher(t *testing.T) {
 	f := newFixture(t, Config{Expiry: ExpiryNone})
 	for _, tc := range []struct {
