@@ -303,11 +303,11 @@ func (w *sessionWriter) restoreHeader() {
 	}
 }
 
-// keepCookie keeps setCookie, set by a save through w, on a failed save
-// (which can only come before the response starts).
-func (w *sessionWriter) keepCookie(setCookie string) {
+// keepCookie keeps field, a Set-Cookie value that a save through w set, on
+// a failed save (which can only come before the response starts).
+func (w *sessionWriter) keepCookie(field string) {
 	if !w.committed.Load() {
-		w.kept = append(w.kept, setCookie)
+		w.kept = append(w.kept, field)
 	}
 }
 

@@ -46,14 +46,14 @@ func responseStarted(w http.ResponseWriter) bool {
 // cookieKeeper is a ResponseWriter that keeps the session cookies set
 // through it (each names a session as the database now holds it) should
 // it replace its response (the middleware's, after a failed save).
-type cookieKeeper interface{ keepCookie(setCookie string) }
+type cookieKeeper interface{ keepCookie(field string) }
 
-// keepCookie tells w, and the writers it wraps, to keep setCookie, a
+// keepCookie tells w, and the writers it wraps, to keep field, a
 // Set-Cookie field's value.
-func keepCookie(w http.ResponseWriter, setCookie string) {
+func keepCookie(w http.ResponseWriter, field string) {
 	for w := range writers(w) {
 		if k, ok := w.(cookieKeeper); ok {
-			k.keepCookie(setCookie)
+			k.keepCookie(field)
 		}
 	}
 }
