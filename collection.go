@@ -387,8 +387,8 @@ func (c collection) update(ctx context.Context, d *document, v version, now time
 		res, err := c.c.UpdateOne(ctx, revFilter(d.id, v.rev), d.update(v))
 		if err != nil {
 			return nil, dbError("save session", err)
-		} else if !res.Acknowledged {
-			return nil, errUnacknowledged
+		} else if err := acknowledged(res.Acknowledged); err != nil {
+			return nil, err
 		}
 		if res.MatchedCount > 0 {
 			return nil, nil

@@ -427,7 +427,7 @@ func (s *Store) updated(ctx context.Context, w http.ResponseWriter, sv *saving, 
 // and sets its cookie.
 func (s *Store) sent(w http.ResponseWriter, sv *saving, d *document) error {
 	st := stateOf(d, sv.data, sv.session.Values, sv.session.Options)
-	st.token, st.cookie, st.others, st.cookieSet, st.lock, st.managed = sv.token, sv.st.cookie, sv.st.others, true, sv.st.lock, sv.st.managed
+	st.token, st.cookie, st.others, st.cookieSet, st.lock = sv.token, sv.st.cookie, sv.st.others, true, sv.st.lock // managed: the table keeps it
 	if st.cookie == "" {
 		var err error
 		if st.cookie, err = s.cookies.encode(sv.session.Name(), sv.token); err != nil {
