@@ -104,3 +104,11 @@ func (e oneLine) Error() string {
 }
 
 func (e oneLine) Unwrap() []error { return e }
+
+// orNil returns e, or nil if it holds no error.
+func (e oneLine) orNil() error {
+	if len(e) == 0 {
+		return nil
+	}
+	return e
+}

@@ -11,6 +11,7 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -583,6 +584,29 @@ func TestHashKeysGivenAsOnePair(t *testing.T) {
 		if _, _, err := trap.cookies.decode(testSessionName, c.value); errors.Is(err, errBlockAsHash) != (c.name == "malformed ID") {
 			t.Fatalf("cookie %s: %v", c.name, err)
 		}
+	}
+}
+
+// TestUndecodableCookiesGiveOneLine: a request whose cookies of the
+// session's name all name documents the store cannot open gets one error,
+// on one line (a log line each), that still wraps ErrDecode.
+func TestUndecodableCookiesGiveOneLine(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	r := httptest.NewRequest(http.MethodGet, "http://example.test/", nil)
+	for _, user := range []string{"ada", "eve"} {
+		b, id := saveNewSession(t, f, map[any]any{"user": user})
+		if _, err := f.coll.UpdateOne(context.Background(), idFilter(docID(id)),
+			bson.D{{Key: "$set", Value: bson.D{{Key: fieldData, Value: bson.Binary{Data: []byte("forged " + user)}}}}}); err != nil {
+			t.Fatal(err)
+		}
+		r.AddCookie(&http.Cookie{Name: testSessionName, Value: b.cookies[testSessionName].Value})
+	}
+	s, err := f.store.Get(r, testSessionName)
+	if !errors.Is(err, ErrDecode) || !s.IsNew {
+		t.Fatalf("Get = IsNew %v, %v; want a fresh session and ErrDecode", s.IsNew, err)
+	}
+	if strings.Contains(err.Error(), "\n") {
+		t.Fatalf("the error spans lines: %q", err)
 	}
 }
 

@@ -122,7 +122,7 @@ type loading struct {
 // session their chain, and ending the session ends them too, even after a
 // database error.
 func (s *Store) load(ctx context.Context, l *loading, tokens []cookieToken) (outcome, int, time.Duration, error) {
-	var decodeErr error
+	var decodeErrs oneLine
 	var waited time.Duration
 	for _, t := range tokens {
 		raw, wait, err := s.fetch(ctx, t.chain, t.secret, l.holder)
@@ -136,7 +136,9 @@ func (s *Store) load(ctx context.Context, l *loading, tokens []cookieToken) (out
 		d, encoded, values, err := s.openFetched(ctx, raw, t.chain, l.holder)
 		if err != nil || !sidMatches(d.sid, t.secret) || !s.live(&d, s.cfg.Now()) {
 			s.refused(ctx, raw, &d, values, err, l.holder)
-			decodeErr = errors.Join(decodeErr, err) // another secret: regenerated since, and never loaded again
+			if err != nil { // else another secret: regenerated since, and never loaded again
+				decodeErrs = append(decodeErrs, err)
+			}
 			continue
 		}
 		session := l.session
@@ -151,7 +153,7 @@ func (s *Store) load(ctx context.Context, l *loading, tokens []cookieToken) (out
 		return outcomeLoaded, len(encoded), waited, nil
 	}
 	s.states.set(l.session, sessionState{others: chainsOf(tokens, "")})
-	return outcomeExpired, -1, waited, decodeErr
+	return outcomeExpired, -1, waited, decodeErrs.orNil()
 }
 
 // refused handles raw, a document that load found but does not serve: an
