@@ -16,6 +16,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -124,8 +126,13 @@ func (p *Process) Stop() error {
 // directory, for a test binary's TestMain. stop stops it and removes the
 // directory.
 func Run() (uri string, stop func() error, err error) {
-	dir, err := os.MkdirTemp("", "mongostore-testserver-")
+	sweep()
+	dir, err := os.MkdirTemp("", dirPattern)
 	if err != nil {
+		return "", nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o600); err != nil {
+		os.RemoveAll(dir)
 		return "", nil, err
 	}
 	bin, err := Build(dir)
@@ -142,6 +149,33 @@ func Run() (uri string, stop func() error, err error) {
 		defer os.RemoveAll(dir)
 		return p.Stop()
 	}, nil
+}
+
+// Run's directories are named after dirPattern, and hold ownerFile: the
+// process ID of the test binary that made it.
+const dirPattern, ownerFile = "mongostore-testserver-*", "owner.pid"
+
+// sweep removes the directories Run made for test binaries that have
+// exited without stopping their server (killed, interrupted, timed out).
+// A directory without its owner file yet is left alone.
+func sweep() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPattern))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if pid, perr := strconv.Atoi(string(b)); err == nil && perr == nil && !running(pid) {
+			os.RemoveAll(dir)
+		}
+	}
+}
+
+// running reports whether the process pid may still be running.
+func running(pid int) bool {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	defer p.Release()
+	return !errors.Is(p.Signal(syscall.Signal(0)), os.ErrProcessDone)
 }
 
 // Main runs a test binary's tests, m, for its TestMain: against the server
