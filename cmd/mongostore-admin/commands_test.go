@@ -239,7 +239,7 @@ func TestWrongKeys(t *testing.T) {
 	}{
 		{"sessions, right key, no sessions", testKey, "", []string{"sessions", "-owner", "carol"}, 0, `no live sessions of "carol"`, nil, true},
 		{"end, right key, no sessions", testKey, "", []string{"end", "-owner", "carol"}, 0, `no live session of "carol" to end`, nil, true},
-		{"sessions, wrong key", other, "", []string{"sessions", "-owner", "alice"}, 1, "", []string{"do not match", "SESSION_KEY"}, true},
+		{"sessions, wrong key", other, "", []string{"sessions", "-owner", "alice"}, 1, "", []string{"do not match", "SESSION_KEY", "give them all, newest first: SESSION_KEY=new,old"}, true},
 		{"end, wrong key", other, "", []string{"end", "-owner", "alice"}, 1, "", []string{"do not match", "nothing was deleted"}, true},
 		{"end -handle, wrong key", other, "", []string{"end", "-owner", "alice", "-handle", "x"}, 1, "", []string{"do not match"}, true},
 		{"sessions, wrong block key", testKey, strings.Repeat("02", 32), []string{"sessions", "-owner", "alice"}, 1, "",

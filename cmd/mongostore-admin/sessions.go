@@ -346,6 +346,7 @@ func (a *app) checkKeys(store *mongostore.Store, c *conn, sessions []bson.Raw, d
 		return unread, nil
 	}
 	names := map[bool]string{false: "SESSION_KEY", true: "SESSION_KEY and SESSION_BLOCK_KEY"}[a.getenv("SESSION_BLOCK_KEY") != ""]
+	rotation := map[bool]string{true: "; if the application has more than one (a rotation), give them all, newest first: SESSION_KEY=new,old"}[len(c.keyPairs) == 2]
 	return unread, fmt.Errorf("the keys of %s do not match the application's: none of the sessions sampled from %s (%d) "+
-		"can be read with them (%v); %s", names, c.name(), len(sessions), first, done)
+		"can be read with them (%v)%s; %s", names, c.name(), len(sessions), first, rotation, done)
 }
