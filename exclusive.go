@@ -56,7 +56,8 @@ func (l middlewareLoader) New(r *http.Request, name string) (*sessions.Session, 
 // waits at most Config.LockWait (else ErrLocked). A session not stored has
 // nothing to share: unlock does nothing. One that ended meanwhile gives
 // ErrSessionGone, one stored meanwhile in a form it cannot read ErrDecode
-// (the session stays as loaded); nil arguments ErrInvalidConfig.
+// (the session stays as loaded), one whose load failed ErrDatabase; nil
+// arguments ErrInvalidConfig.
 func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(), err error) {
 	unlock = func() {}
 	if r == nil || session == nil {
@@ -66,7 +67,10 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 		session.Options = s.newOptions()
 	}
 	st := s.states.get(session)
-	if st.id == "" || st.lock != "" {
+	switch {
+	case st.loadFailed: // the stored session is unknown: no section may run on the empty one
+		return unlock, errLoadFailed
+	case st.id == "" || st.lock != "":
 		return unlock, nil
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout+s.cfg.LockWait)

@@ -645,3 +645,19 @@ func TestCodecPanicLeavesNoLock(t *testing.T) {
 		})
 	}
 }
+
+// TestLockAfterAFailedLoad: Lock of a session whose load failed (Get's
+// error ignored) fails too, with ErrDatabase: a section must not run
+// unlocked on empty values while the stored session may hold others.
+func TestLockAfterAFailedLoad(t *testing.T) {
+	store, _ := unreachableStore(t, Config{Timeout: 200 * time.Millisecond})
+	r := httptest.NewRequest(http.MethodGet, "http://example.test/", nil)
+	r.AddCookie(&http.Cookie{Name: testSessionName, Value: signedCookie(t, store)})
+	s, err := store.Get(r, testSessionName)
+	if !errors.Is(err, ErrDatabase) {
+		t.Fatalf("Get = %v, want ErrDatabase", err)
+	}
+	if _, err := store.Lock(r, s); !errors.Is(err, ErrDatabase) {
+		t.Fatalf("Lock = %v for a session whose load failed, want ErrDatabase", err)
+	}
+}
