@@ -661,3 +661,53 @@ func TestLockAfterAFailedLoad(t *testing.T) {
 		t.Fatalf("Lock = %v for a session whose load failed, want ErrDatabase", err)
 	}
 }
+
+// TestSessionsLoadedBeforeTheMiddleware: code before the middleware (an
+// auth check) that loads the session with Get hands the middleware
+// gorilla's registry's session, loaded without the lock. Exclusive still
+// runs the handlers one at a time, and under the plain middleware Lock's
+// unlock still leaves the lock to the middleware's save: a one-time token
+// is accepted once in every trial.
+func TestSessionsLoadedBeforeTheMiddleware(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	var accepted atomic.Int64
+	locking := f.store.Middleware(testSessionName, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		unlock, err := f.store.Lock(r, s)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		defer unlock() // under the middleware, it leaves the lock to the middleware's save
+		if s.Values["token"] == "t" {
+			time.Sleep(time.Millisecond)
+			delete(s.Values, "token")
+			accepted.Add(1)
+		}
+	}))
+	for _, tc := range []struct {
+		name  string
+		inner http.Handler
+	}{{"Exclusive", tokenHandler(f.store, &accepted)}, {"Lock under the middleware", locking}} {
+		t.Run(tc.name, func(t *testing.T) {
+			auth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if _, err := f.store.Get(r, testSessionName); err != nil {
+					t.Error(err)
+				}
+				tc.inner.ServeHTTP(w, r)
+			})
+			for trial := range 10 {
+				b, _ := saveNewSession(t, f, map[any]any{"token": "t"})
+				accepted.Store(0)
+				var wg sync.WaitGroup
+				for range 10 {
+					wg.Go(func() { auth.ServeHTTP(httptest.NewRecorder(), b.request()) })
+				}
+				wg.Wait()
+				if n := accepted.Load(); n != 1 || lockedDocument(t, f, b) {
+					t.Fatalf("trial %d: %d requests accepted the token, want 1; locked after: %v", trial, n, lockedDocument(t, f, b))
+				}
+			}
+		})
+	}
+}

@@ -60,14 +60,9 @@ func (s *Store) Middleware(name string, onError func(w http.ResponseWriter, r *h
 				return
 			}
 			w.Header().Add("Vary", "Cookie")
-			if err != nil && !errors.Is(err, ErrInvalidCookie) {
-				if !errors.Is(err, ErrDecode) {
-					onError(w, r, err)
-					return
-				}
-				// A stored session we cannot read is lost, not an outage.
-				s.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: discarding an unreadable session",
-					slog.String("session", name), slog.String("error", err.Error()))
+			if err := s.serves(r, name, session, err, o.exclusive); err != nil {
+				onError(w, r, err)
+				return
 			}
 			defer s.finished(r.Context(), session) // even if the handler panics
 			sw := &sessionWriter{ResponseWriter: w, store: s, req: r, session: session, onError: onError}
@@ -87,6 +82,37 @@ func enclosed(w http.ResponseWriter, session *sessions.Session) bool {
 		}
 	}
 	return false
+}
+
+// serves returns what stops the middleware serving session, loaded with
+// err: nothing for a cookie it could not use, nor for a stored session it
+// cannot read (lost, not an outage: logged); else err, or adopt's error.
+func (s *Store) serves(r *http.Request, name string, session *sessions.Session, err error, exclusive bool) error {
+	switch {
+	case err == nil || errors.Is(err, ErrInvalidCookie):
+	case errors.Is(err, ErrDecode):
+		s.cfg.Logger.LogAttrs(r.Context(), slog.LevelWarn, "mongostore: discarding an unreadable session",
+			slog.String("session", name), slog.String("error", err.Error()))
+	default:
+		return err
+	}
+	return s.adopt(r, session, exclusive)
+}
+
+// adopt makes session the middleware's unless its loader loaded it (code
+// before the middleware called Get: gorilla's registry then returns that
+// session): it holds its lock if exclusive, and saves and releases it.
+func (s *Store) adopt(r *http.Request, session *sessions.Session, exclusive bool) error {
+	if s.states.managed(session) {
+		return nil
+	}
+	if exclusive {
+		if _, err := s.Lock(r, session); err != nil {
+			return err
+		}
+	}
+	s.states.manage(session)
+	return nil
 }
 
 // nested serves a request whose session an enclosing middleware saves and

@@ -93,6 +93,28 @@ func (t *sessionTable) set(session *sessions.Session, st sessionState) {
 	}
 }
 
+// managed reports whether the middleware manages session.
+func (t *sessionTable) managed(session *sessions.Session) bool {
+	wp := weak.Make(session)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.m[wp].managed
+}
+
+// manage records that the middleware manages session from now on, as if
+// its load had been the middleware's.
+func (t *sessionTable) manage(session *sessions.Session) {
+	wp := weak.Make(session)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.m[wp]
+	st.managed = true
+	t.m[wp] = st
+	if len(t.m) >= t.nextSweep {
+		t.sweep()
+	}
+}
+
 // sweep removes the entries of reclaimed sessions. t.mu is held.
 func (t *sessionTable) sweep() {
 	for wp := range t.m {
