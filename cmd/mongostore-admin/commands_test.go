@@ -242,6 +242,8 @@ func TestWrongKeys(t *testing.T) {
 		{"sessions, wrong key", other, "", []string{"sessions", "-owner", "alice"}, 1, "", []string{"do not match", "SESSION_KEY", "give them all, newest first: SESSION_KEY=new,old"}, true},
 		{"end, wrong key", other, "", []string{"end", "-owner", "alice"}, 1, "", []string{"do not match", "nothing was deleted"}, true},
 		{"end -handle, wrong key", other, "", []string{"end", "-owner", "alice", "-handle", "x"}, 1, "", []string{"do not match"}, true},
+		{"end, empty -handle", testKey, "", []string{"end", "-owner", "alice", "-handle", ""}, 2, "", []string{"-handle is empty"}, true},
+		{"end -dry-run, empty -handle", testKey, "", []string{"end", "-owner", "alice", "-handle=", "-dry-run"}, 2, "", []string{"-handle is empty"}, true},
 		{"sessions, wrong block key", testKey, strings.Repeat("02", 32), []string{"sessions", "-owner", "alice"}, 1, "",
 			[]string{"do not match", "SESSION_BLOCK_KEY", "not encrypted"}, true},
 	}
@@ -381,7 +383,7 @@ func TestEnd(t *testing.T) {
 		t.Fatalf("exit code %d", r.code)
 	}
 	// Alice's two live sessions (her expired one is the TTL index's or the GC's to delete).
-	mustContain(t, "stdout", r.stdout, `ended every session of "alice": 2 sessions`)
+	mustContain(t, "stdout", r.stdout, `ended every session of "alice" that these keys find: 2 sessions`)
 	for i, c := range f.alice {
 		if loads(t, f.store, c) {
 			t.Errorf("alice's session %d still loads", i)

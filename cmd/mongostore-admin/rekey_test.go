@@ -117,7 +117,7 @@ func TestSessionsTheCommandCannotDecode(t *testing.T) {
 		t.Fatalf("sessions -owner carol: exit %d, stdout %q, stderr %q; want her 2 sessions listed, no warning of keys", r.code, r.stdout, r.stderr)
 	}
 	r = runCmd(t, carol, "end", "-owner", "carol")
-	if r.code != 0 || !strings.Contains(r.stdout, `ended every session of "carol": 2 sessions`) {
+	if r.code != 0 || !strings.Contains(r.stdout, `ended every session of "carol" that these keys find: 2 sessions`) {
 		t.Fatalf("end -owner carol: exit %d, stdout %q, stderr %q; want both ended", r.code, r.stdout, r.stderr)
 	}
 }

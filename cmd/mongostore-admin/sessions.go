@@ -54,9 +54,17 @@ its session back. With -dry-run it lists what it would end, and ends
 nothing. Needs SESSION_KEY; deletes nothing if it reads none of the
 collection's sessions.`,
 	flags: func(fs *flag.FlagSet) body {
-		owner, validate := ownerFlag(fs, "end")
+		owner, validateOwner := ownerFlag(fs, "end")
 		handle := fs.String("handle", "", "end only the session with this handle (see 'sessions')")
 		dry := fs.Bool("dry-run", false, "list the sessions it would end, and end none")
+		validate := func() (err error) {
+			fs.Visit(func(f *flag.Flag) { // a script's unset variable must not end them all
+				if f.Name == "handle" && *handle == "" {
+					err = usagef("-handle is empty: give the handle of the session to end (see 'sessions'), or leave -handle out to end every session of the user")
+				}
+			})
+			return cmp.Or(validateOwner(), err)
+		}
 		return body{validate, func(ctx context.Context, a *app, c *conn) error {
 			return a.keyedStore(ctx, c, "nothing was deleted", true, func(s *mongostore.Store, none string) error {
 				if *dry {
@@ -227,7 +235,7 @@ func (a *app) end(ctx context.Context, store *mongostore.Store, none, owner, han
 	case n == 0:
 		_, err = fmt.Fprintf(a.stdout, "no live session of %q to end%s\n", owner, none)
 	default:
-		_, err = fmt.Fprintf(a.stdout, "ended every session of %q: %s\n", owner, plural(int(n), "session"))
+		_, err = fmt.Fprintf(a.stdout, "ended every session of %q that these keys find: %s\n", owner, plural(int(n), "session"))
 	}
 	return err
 }
@@ -346,7 +354,7 @@ func (a *app) checkKeys(store *mongostore.Store, c *conn, sessions []bson.Raw, d
 		return unread, nil
 	}
 	names := map[bool]string{false: "SESSION_KEY", true: "SESSION_KEY and SESSION_BLOCK_KEY"}[a.getenv("SESSION_BLOCK_KEY") != ""]
-	rotation := map[bool]string{true: "; if the application has more than one (a rotation), give them all, newest first: SESSION_KEY=new,old"}[len(c.keyPairs) == 2]
 	return unread, fmt.Errorf("the keys of %s do not match the application's: none of the sessions sampled from %s (%d) "+
-		"can be read with them (%v)%s; %s", names, c.name(), len(sessions), first, rotation, done)
+		"can be read with them (%v); if the application has more than one (a rotation), give them all, newest first: "+
+		"SESSION_KEY=new,old; %s", names, c.name(), len(sessions), first, done)
 }
