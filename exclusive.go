@@ -48,7 +48,8 @@ func (l middlewareLoader) New(r *http.Request, name string) (*sessions.Session, 
 
 // Lock takes the lock of the session, loaded by Get, reloading its values
 // as the last holder left them, with this request's changes since its load
-// applied over them (as a save's merge does), and returns what releases it
+// applied over them (as a save's merge does; its MaxAge and a pending
+// regeneration stay), and returns what releases it
 // (call it when done, as with a sync.Mutex): without the middleware, or
 // for part of a handler. Under the middleware, the lock is released after
 // the middleware's save, when the handler returns, and unlock does nothing
@@ -101,28 +102,43 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 	}, nil
 }
 
+// own is what a request changed of its session since it loaded it, for
+// Lock to keep over the reload.
+type own struct {
+	id     string   // session.ID: "" while a regeneration is pending
+	maxAge int      // session.Options.MaxAge: a logout's, or a "remember me"
+	values *changes // nil if no longer known (the middleware has finished with it)
+}
+
 // ownChanges returns what this request changed of the session, in state
-// st, since it loaded it; nil if that is no longer known (the middleware
-// has finished with it).
-func (s *Store) ownChanges(ctx context.Context, session *sessions.Session, st sessionState) (*changes, error) {
+// st, since it loaded it.
+func (s *Store) ownChanges(ctx context.Context, session *sessions.Session, st sessionState) (own, error) {
+	mine := own{id: session.ID, maxAge: session.Options.MaxAge}
 	if st.released {
-		return nil, nil
+		return mine, nil
 	}
 	c, err := s.changes(ctx, &saving{session: session, st: st})
-	return &c, err
+	mine.values = &c
+	return mine, err
 }
 
 // relocked finishes a Lock that reloaded the session: the request's own
-// cookies and its changes (mine) over the values reloaded. If these cannot
-// be applied, the lock is released.
-func (s *Store) relocked(ctx context.Context, session *sessions.Session, st sessionState, mine *changes) error {
+// cookies, ID, MaxAge and changes (mine) over what it reloaded. If these
+// cannot be applied, the lock is released.
+func (s *Store) relocked(ctx context.Context, session *sessions.Session, st sessionState, mine own) error {
 	locked := s.states.get(session)
 	locked.others, locked.cookieSet = st.others, st.cookieSet // as the request had them
 	s.states.set(session, locked)
-	if mine == nil {
+	if mine.id != st.token {
+		session.ID = mine.id // a regeneration pending: the next save tries it again
+	}
+	if mine.maxAge != st.options.MaxAge {
+		session.Options.MaxAge = mine.maxAge // set by the request since its load
+	}
+	if mine.values == nil {
 		return nil
 	}
-	if err := apply(ctx, s.cfg.Codec, mine, session.Values); err != nil {
+	if err := apply(ctx, s.cfg.Codec, mine.values, session.Values); err != nil {
 		s.unlock(ctx, session)
 		return fmt.Errorf("this request's changes over the session reloaded: %w", err) // ErrDatabase or ErrEncode
 	}

@@ -711,3 +711,53 @@ func TestSessionsLoadedBeforeTheMiddleware(t *testing.T) {
 		})
 	}
 }
+
+// TestLockKeepsWhatTheRequestSetOfItsSession: Lock reloads the session,
+// and keeps over it what the request set since its load besides values: a
+// regeneration pending after a failed RegenerateID (the pre-login cookie
+// must not load the saved session), a logout's MaxAge, a "remember me".
+func TestLockKeepsWhatTheRequestSetOfItsSession(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone, MaxSize: 1024})
+	t.Run("a pending regeneration", func(t *testing.T) {
+		b, _ := saveNewSession(t, f, map[any]any{"n": 1})
+		old := *b.cookies[testSessionName]
+		r, s := loaded(t, f, b)
+		s.Values["login"], s.Values["big"] = "ada", strings.Repeat("x", 2048)
+		if err := f.store.RegenerateID(r, httptest.NewRecorder(), s); !errors.Is(err, ErrEncode) {
+			t.Fatalf("RegenerateID = %v, want ErrEncode", err)
+		}
+		delete(s.Values, "big")
+		unlock, err := f.store.Lock(r, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unlock()
+		if err := s.Save(r, httptest.NewRecorder()); err != nil {
+			t.Fatal(err)
+		}
+		stale := newBrowser()
+		stale.cookies[testSessionName] = &old
+		if got, _ := loadSession(t, f, stale); !got.IsNew {
+			t.Fatalf("the pre-login cookie loads %v: Lock dropped the pending regeneration", got.Values)
+		}
+	})
+	for _, maxAge := range []int{-1, 90 * 24 * 3600} {
+		t.Run(fmt.Sprintf("MaxAge %d", maxAge), func(t *testing.T) {
+			b, _ := saveNewSession(t, f, map[any]any{"n": 1})
+			r, s := loaded(t, f, b)
+			s.Options.MaxAge = maxAge
+			unlock, err := f.store.Lock(r, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unlock()
+			if err := s.Save(r, httptest.NewRecorder()); err != nil {
+				t.Fatal(err)
+			}
+			got, err := loadSession(t, f, b)
+			if err != nil || got.IsNew != (maxAge < 0) || (maxAge > 0 && got.Options.MaxAge != maxAge) {
+				t.Fatalf("after the save: IsNew %v, MaxAge %d, %v; Lock dropped MaxAge %d", got.IsNew, got.Options.MaxAge, err, maxAge)
+			}
+		})
+	}
+}
