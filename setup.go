@@ -123,6 +123,10 @@ func (s *Store) setupExpiry(ctx context.Context, indexes []setup.Index) error {
 	coll := slog.String("collection", s.coll.c.Name())
 	switch s.expiry {
 	case ExpiryGC:
+		if idx := setup.FindExpiresAt(indexes); idx != nil && idx.TTL != nil { // the store never drops another index
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: Config.Expiry is ExpiryGC, but a TTL index deletes expired sessions too: "+
+				"those it deletes first are never reported (EventExpired); drop it to have the GC goroutine delete them all", coll, slog.String("index", idx.Name))
+		}
 		return s.ensurePlainIndex(ctx, indexes)
 	case ExpiryTTL:
 		err := s.ensureTTLIndex(ctx, indexes)

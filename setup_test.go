@@ -472,6 +472,45 @@ func TestExpiryModeSetup(t *testing.T) {
 	}
 }
 
+// TestExpiryGCOverATTLIndex: ExpiryGC over a collection that keeps a TTL
+// index on expiresAt (from an earlier ExpiryAuto) warns that the index
+// deletes expired sessions unreported, and leaves it (the store drops no
+// index). Given the index list (every server), then on the server's own
+// index where it has TTL indexes.
+func TestExpiryGCOverATTLIndex(t *testing.T) {
+	const warning = "Config.Expiry is ExpiryGC, but a TTL index deletes expired sessions too"
+	f := newFixture(t, Config{Expiry: ExpiryGC})
+	zero, hour := int64(0), int64(3600)
+	for _, tc := range []struct {
+		index setup.Index
+		warns bool
+	}{
+		{setup.Index{Name: "expiresAt_1", TTL: &zero}, true},
+		{setup.Index{Name: "byExpiry", TTL: &hour}, true},
+		{setup.Index{Name: "expiresAt_1"}, false},
+	} {
+		tc.index.Key, tc.index.Fields, tc.index.Ascending, tc.index.Ordered = `{"expiresAt": 1}`, []string{fieldExpiresAt}, true, true
+		before := strings.Count(f.logs.String(), warning)
+		if err := f.store.setupExpiry(context.Background(), []setup.Index{tc.index}); err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Count(f.logs.String(), warning) > before; got != tc.warns {
+			t.Errorf("index %+v: warned %v, want %v:\n%s", tc.index, got, tc.warns, f.logs)
+		}
+	}
+	coll := testCollection(t, testClient(t, nil))
+	if first, err := newExpiryStore(t, coll, ExpiryAuto); err != nil || first.Expiry() != ExpiryTTL {
+		return // no TTL index on this server: the cases above are all there is
+	}
+	logs := &syncBuffer{}
+	if _, err := newCountingStore(t, coll, Config{Expiry: ExpiryGC, Logger: testLogger(logs)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), warning) || len(expiresAtIndexes(t, coll)) != 1 {
+		t.Fatalf("ExpiryGC over the TTL index: indexes %+v, logs:\n%s", expiresAtIndexes(t, coll), logs)
+	}
+}
+
 // TestIndexConflictError checks the message of the error for an index on
 // expiresAt that is not the store's and that collMod cannot change (it was
 // ErrIndexConflict), and that a server without collMod gets the refusal of
