@@ -37,9 +37,10 @@ var (
 	// encoded by the codec, or exceed Config.MaxSize. Nothing is written.
 	ErrEncode = errors.New("mongostore: cannot encode session values")
 
-	// ErrSessionGone is returned by Save and RegenerateID when the session
-	// ended (a logout elsewhere, expiry) after it was loaded, or another
-	// request regenerated it: it stays ended, and the old cookie dead.
+	// ErrSessionGone is returned by Save, RegenerateID and Lock (and given
+	// to the middleware's onError) when the session ended (a logout
+	// elsewhere, expiry) after it was loaded, or another request
+	// regenerated it: it stays ended, and the old cookie dead.
 	ErrSessionGone = errors.New("mongostore: session ended after it was loaded")
 
 	// ErrConflict is returned by Save and RegenerateID when concurrent
