@@ -157,13 +157,13 @@ type testApp struct {
 func startApp(t *testing.T, edit func(*config)) *testApp {
 	t.Helper()
 	cfg := config{
-		Addr:       "127.0.0.1:0",
-		MongoURI:   testURI,
-		DBName:     testDBName(t),
-		SessionKey: randomKey(),
-		MaxAge:     defaultMaxAge,
-		Users:      []credential{{Name: "demo", Password: "demo"}},
-		BcryptCost: bcrypt.MinCost, // hashing at the default cost is slow under the race detector
+		Addr:        "127.0.0.1:0",
+		MongoURI:    testURI,
+		DBName:      testDBName(t),
+		SessionKeys: [][]byte{randomKey(), nil},
+		MaxAge:      defaultMaxAge,
+		Users:       []credential{{Name: "demo", Password: "demo"}},
+		BcryptCost:  bcrypt.MinCost, // hashing at the default cost is slow under the race detector
 	}
 	if edit != nil {
 		edit(&cfg)

@@ -24,7 +24,11 @@
 //	DB_NAME          database name (default mongostore_example)
 //	SESSION_KEY      hex key that signs session cookies, at least 32 bytes;
 //	                 unset: a key generated at the first start and kept in
-//	                 DATA_DIR/session.key (mode 0600), reused at later starts
+//	                 DATA_DIR/session.key (mode 0600), reused at later starts;
+//	                 to rotate it, new,old (comma-separated, the new first)
+//	SESSION_BLOCK_KEY hex key that encrypts the sessions' values at rest
+//	                 (16, 24 or 32 bytes), one per SESSION_KEY key; unset:
+//	                 not encrypted
 //	SESSION_MAX_AGE  idle timeout of a session, a Go duration (default 24h)
 //	COOKIE_SECURE    true: the cookies are Secure and the session cookie is
 //	                 named __Host-session; set it behind HTTPS (default
@@ -55,7 +59,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +75,7 @@ import (
 	"time"
 
 	"github.com/mongostore/mongostore"
+	"github.com/mongostore/mongostore/internal/keyenv"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
 	"go.mongodb.org/mongo-driver/v2/mongo/readpref"
 )
@@ -109,9 +113,11 @@ type config struct {
 	EmbeddedAddr string
 	// DBName is the database that holds the sessions collection (DB_NAME).
 	DBName string
-	// SessionKey signs the session cookies (SESSION_KEY, hex). Empty: the
-	// key kept in DataDir/session.key, made at the first start.
-	SessionKey []byte
+	// SessionKeys are the store's key pairs, the current first
+	// (SESSION_KEY, SESSION_BLOCK_KEY: hex, comma-separated; a rotation
+	// lists the old pair after the new). Empty: the key kept in
+	// DataDir/session.key, made at the first start.
+	SessionKeys [][]byte
 	// MaxAge is the sessions' idle timeout and cookie lifetime
 	// (SESSION_MAX_AGE), a whole number of seconds.
 	MaxAge time.Duration
@@ -158,8 +164,12 @@ func loadConfig(getenv func(string) string) (config, error) {
 			getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "",
 	}
 	var err error
-	if cfg.SessionKey, err = parseSessionKey(getenv("SESSION_KEY")); err != nil {
-		return config{}, fmt.Errorf("SESSION_KEY: %w", err)
+	if hashKeys, blockKeys := getenv("SESSION_KEY"), getenv("SESSION_BLOCK_KEY"); hashKeys != "" {
+		if cfg.SessionKeys, err = keyenv.Pairs(hashKeys, blockKeys); err != nil {
+			return config{}, err
+		}
+	} else if blockKeys != "" {
+		return config{}, errors.New("SESSION_BLOCK_KEY is set, SESSION_KEY is not: each block key goes with the hash key it is listed beside")
 	}
 	if cfg.MaxAge, err = parseMaxAge(getenv("SESSION_MAX_AGE")); err != nil {
 		return config{}, fmt.Errorf("SESSION_MAX_AGE: %w", err)
@@ -197,23 +207,6 @@ func parseSessionLimit(s string) (int, error) {
 		return 0, fmt.Errorf("%q is not a whole number from 0 (no limit) to %d", s, maxSessionLimit)
 	}
 	return n, nil
-}
-
-// parseSessionKey decodes SESSION_KEY, s: hex, at least minKeyBytes. An
-// empty s gives a nil key.
-func parseSessionKey(s string) ([]byte, error) {
-	if s == "" {
-		return nil, nil
-	}
-	key, err := hex.DecodeString(s)
-	if err != nil {
-		return nil, errors.New("not hexadecimal (it must hold an even number of the digits 0-9 and a-f)") // err would quote the key
-	}
-	if len(key) < minKeyBytes {
-		return nil, fmt.Errorf("%d bytes, want at least %d (%d hex digits); make one with: openssl rand -hex 32",
-			len(key), minKeyBytes, 2*minKeyBytes)
-	}
-	return key, nil
 }
 
 // parseMaxAge reads SESSION_MAX_AGE, s: a Go duration, a whole number of
@@ -278,7 +271,7 @@ func run(ctx context.Context, cfg config, stdout io.Writer) error {
 // serve does the work of run; its deferred calls release, in reverse order
 // of acquisition, everything it started.
 func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Writer) (err error) {
-	key, users, err := credentials(cfg, logger)
+	keys, users, err := credentials(cfg, logger)
 	if err != nil {
 		return err
 	}
@@ -301,13 +294,13 @@ func serve(ctx context.Context, cfg config, logger *slog.Logger, stdout io.Write
 		return err
 	}
 	defer func() { err = joinErr(err, "", db.close(ctx)) }()
-	store, activity, err := openStore(startCtx, cfg, db, key, logger)
+	store, activity, err := openStore(startCtx, cfg, db, keys, logger)
 	if err != nil {
 		return err
 	}
 	defer store.Close() // stops the GC goroutine; never fails
 	handler, err := newApp(appOptions{
-		Store: store, Users: users, SessionKey: key, Logger: logger, Metrics: tel.Metrics,
+		Store: store, Users: users, SessionKey: keys[0], Logger: logger, Metrics: tel.Metrics,
 		Server: db.server, Expiry: store.Expiry(), Absolute: absoluteTimeout(cfg.MaxAge),
 		Activity: activity, MaxSessionsPerUser: cfg.MaxSessionsPerUser,
 		Ping: func(ctx context.Context) error { return db.client.Ping(ctx, readpref.Primary()) },
@@ -330,21 +323,22 @@ func joinErr(err error, what string, cerr error) error {
 	return errors.Join(err, cerr)
 }
 
-// credentials returns the session key (cfg.SessionKey, or the key file's
-// in cfg.DataDir) and the users who may log in.
-func credentials(cfg config, logger *slog.Logger) ([]byte, *userDB, error) {
-	key := cfg.SessionKey
-	if len(key) == 0 {
-		var err error
-		if key, err = loadOrCreateKey(logger, cfg.DataDir); err != nil {
+// credentials returns the store's key pairs (cfg.SessionKeys, or the key
+// file's in cfg.DataDir) and the users who may log in.
+func credentials(cfg config, logger *slog.Logger) ([][]byte, *userDB, error) {
+	keys := cfg.SessionKeys
+	if len(keys) == 0 {
+		key, err := loadOrCreateKey(logger, cfg.DataDir)
+		if err != nil {
 			return nil, nil, fmt.Errorf("%w (or set SESSION_KEY)", err)
 		}
+		keys = [][]byte{key, nil}
 	}
 	users, err := newUserDB(cfg.Users, cfg.BcryptCost)
 	if err != nil {
 		return nil, nil, err
 	}
-	return key, users, nil
+	return keys, users, nil
 }
 
 // listen listens on addr (ADDR). When the address is taken, the error says
@@ -377,12 +371,12 @@ func listenError(what, env, addr string, err error) error {
 // and the activity log that its lifecycle events feed (Config.OnEvent).
 // Config.Expiry stays unset (ExpiryAuto): a TTL index where the server
 // has them, the GC goroutine where it does not.
-func openStore(ctx context.Context, cfg config, db *database, key []byte, logger *slog.Logger) (*mongostore.Store, *activityLog, error) {
+func openStore(ctx context.Context, cfg config, db *database, keys [][]byte, logger *slog.Logger) (*mongostore.Store, *activityLog, error) {
 	coll := db.client.Database(cfg.DBName).Collection(collectionName)
 	absolute := absoluteTimeout(cfg.MaxAge)
 	activity := newActivityLog(activityPerUser, activityMaxUsers)
 	store, err := mongostore.NewStore(ctx, coll, mongostore.Config{Logger: logger, AbsoluteTimeout: absolute,
-		MaxSessionsPerOwner: cfg.MaxSessionsPerUser, OnEvent: activity.record}, key)
+		MaxSessionsPerOwner: cfg.MaxSessionsPerUser, OnEvent: activity.record}, keys...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("session store: %w", err)
 	}

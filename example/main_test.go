@@ -24,7 +24,7 @@ func TestLoadConfig(t *testing.T) {
 	}
 	// No SESSION_KEY: serve takes the key from DATA_DIR (loadOrCreateKey).
 	if cfg.Addr != defaultAddr || cfg.MongoURI != "" || cfg.DataDir != ".data" || cfg.DBName != "mongostore_example" ||
-		cfg.MaxAge != 24*time.Hour || cfg.SessionKey != nil || cfg.CookieSecure || cfg.OTLPTraces || cfg.MaxSessionsPerUser != 0 ||
+		cfg.MaxAge != 24*time.Hour || cfg.SessionKeys != nil || cfg.CookieSecure || cfg.OTLPTraces || cfg.MaxSessionsPerUser != 0 ||
 		len(cfg.Users) != 1 || cfg.Users[0] != (credential{"demo", "demo"}) {
 		t.Errorf("defaults: %+v", cfg)
 	}
@@ -40,7 +40,7 @@ func TestLoadConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	if cfg.Addr != "127.0.0.1:0" || cfg.MongoURI != "mongodb://db:27017" || cfg.DataDir != "/var/lib/x" || cfg.DBName != "app" ||
-		!bytes.Equal(cfg.SessionKey, bytes.Repeat([]byte{0xab}, 32)) || cfg.MaxAge != 90*time.Minute || !cfg.CookieSecure ||
+		len(cfg.SessionKeys) != 2 || !bytes.Equal(cfg.SessionKeys[0], bytes.Repeat([]byte{0xab}, 32)) || cfg.SessionKeys[1] != nil || cfg.MaxAge != 90*time.Minute || !cfg.CookieSecure ||
 		cfg.EmbeddedAddr != "127.0.0.1:27999" {
 		t.Errorf("from the environment: %+v", cfg)
 	}
@@ -67,8 +67,19 @@ func TestLoadConfig(t *testing.T) {
 		}
 	}
 
+	// A rotation: the new pair first, the old after it.
+	old, block := strings.Repeat("cd", 40), strings.Repeat("ef", 32)
+	if cfg, err := loadConfig(env(map[string]string{"SESSION_KEY": key + "," + old, "SESSION_BLOCK_KEY": block})); err != nil ||
+		len(cfg.SessionKeys) != 4 || len(cfg.SessionKeys[1]) != 32 || len(cfg.SessionKeys[2]) != 40 || cfg.SessionKeys[3] != nil {
+		t.Errorf("SESSION_KEY=new,old with a block key for the new: %d key parts, %v", len(cfg.SessionKeys), err)
+	}
+
 	for name, tc := range map[string]struct{ env map[string]string }{
 		"key not hex":         {map[string]string{"SESSION_KEY": "zz" + key}},
+		"old key not hex":     {map[string]string{"SESSION_KEY": key + ",zz" + key}},
+		"block key, no key":   {map[string]string{"SESSION_BLOCK_KEY": key}},
+		"block key too short": {map[string]string{"SESSION_KEY": key, "SESSION_BLOCK_KEY": "abcd"}},
+		"more block keys":     {map[string]string{"SESSION_KEY": key, "SESSION_BLOCK_KEY": key + "," + key}},
 		"key too short":       {map[string]string{"SESSION_KEY": strings.Repeat("ab", 31)}},
 		"max age not a time":  {map[string]string{"SESSION_MAX_AGE": "1 day"}},
 		"max age too short":   {map[string]string{"SESSION_MAX_AGE": "500ms"}},

@@ -101,7 +101,7 @@ func startAppProcess(t *testing.T, env ...string) *appProcess {
 // appSettings are the environment variables the app reads, but
 // OpenTelemetry's (OTEL_*).
 var appSettings = []string{"ADDR", "MONGODB_URI", "DATA_DIR", "EMBEDDED_DB_ADDR", "DB_NAME",
-	"SESSION_KEY", "SESSION_MAX_AGE", "COOKIE_SECURE", "DEMO_USERS", "TRUSTED_PROXIES"}
+	"SESSION_KEY", "SESSION_BLOCK_KEY", "SESSION_MAX_AGE", "COOKIE_SECURE", "DEMO_USERS", "TRUSTED_PROXIES", "MAX_SESSIONS_PER_USER"}
 
 // appEnv returns the test's environment less the app's settings and
 // OpenTelemetry's, plus env.
@@ -207,6 +207,17 @@ func TestRestartKeepsSession(t *testing.T) {
 		t.Errorf("expiry changed across the restart: %v, then %v (a read-only visit within a minute must not write)", expBefore, expAfter)
 	}
 	second.terminate()
+
+	// A rotation, new key first: the old one's cookie still counts.
+	key := env[len(env)-1]
+	env[len(env)-1] = "SESSION_KEY=" + hex.EncodeToString(randomKey()) + "," + strings.TrimPrefix(key, "SESSION_KEY=")
+	rotated := startAppProcess(t, env...)
+	r = b.get("/")
+	wantStatus(t, "GET / after a restart with SESSION_KEY=new,old", r, http.StatusOK, "")
+	if !strings.Contains(r.body, `<strong id="current-user">alice</strong>`) {
+		t.Errorf("after the rotation the page does not show alice:\n%s", r.body)
+	}
+	rotated.terminate()
 
 	// With another key, the cookie signed with the old one no longer counts.
 	env[len(env)-1] = "SESSION_KEY=" + hex.EncodeToString(randomKey())

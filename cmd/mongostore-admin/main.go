@@ -12,7 +12,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,6 +26,7 @@ import (
 	"time"
 
 	"github.com/mongostore/mongostore/internal/connstr"
+	"github.com/mongostore/mongostore/internal/keyenv"
 	"go.mongodb.org/mongo-driver/v2/bson"
 	"go.mongodb.org/mongo-driver/v2/mongo"
 	"go.mongodb.org/mongo-driver/v2/mongo/options"
@@ -37,7 +37,6 @@ import (
 const (
 	defaultDBName     = "mongostore_example"
 	defaultCollection = "sessions"
-	minKeyBytes       = 32
 	defaultTimeout    = time.Minute
 	selectTimeout     = 5 * time.Second // for a reachable server, unless the URI sets serverSelectionTimeoutMS (the driver's: 30 s)
 	progressAfter     = 2 * time.Second // before a step shows its progress
@@ -287,40 +286,11 @@ func parseKeys(hashKeys, blockKeys string) ([][]byte, error) {
 			"(hex, as the sample app takes it; the sample app keeps a generated one in DATA_DIR/session.key: " +
 			"SESSION_KEY=$(cat .data/session.key))")
 	}
-	hashes, blocks := strings.Split(hashKeys, ","), strings.Split(blockKeys, ",")
-	if len(blocks) > len(hashes) {
-		return nil, usagef("SESSION_BLOCK_KEY: %d keys for %d in SESSION_KEY", len(blocks), len(hashes))
-	}
-	var pairs [][]byte
-	for i, h := range hashes {
-		which := map[bool]string{true: fmt.Sprintf(" (key %d)", i+1)}[len(hashes) > 1]
-		key, err := hexKey("SESSION_KEY"+which, h, minKeyBytes)
-		var block []byte
-		if err == nil && i < len(blocks) {
-			block, err = hexKey("SESSION_BLOCK_KEY"+which, blocks[i], 16, 24, 32)
-		}
-		if err != nil {
-			return nil, err
-		}
-		pairs = append(pairs, key, block)
+	pairs, err := keyenv.Pairs(hashKeys, blockKeys)
+	if err != nil {
+		return nil, usageError{err}
 	}
 	return pairs, nil
-}
-
-// hexKey decodes s, the key name: a hash key of at least sizes[0] bytes, or a block key of one of sizes (nil if blank).
-func hexKey(name, s string, sizes ...int) ([]byte, error) {
-	key, err := hex.DecodeString(strings.TrimSpace(s))
-	switch {
-	case err != nil:
-		return nil, usagef("%s: not hexadecimal (it must hold an even number of the digits 0-9 and a-f)", name) // err would quote the key
-	case len(sizes) == 1 && len(key) < sizes[0]:
-		return nil, usagef("%s: %d bytes, want at least %d (%d hex digits)", name, len(key), sizes[0], 2*sizes[0])
-	case len(sizes) > 1 && len(key) > 0 && !slices.Contains(sizes, len(key)):
-		return nil, usagef("%s: %d bytes, want 16, 24 or 32", name, len(key))
-	case len(key) == 0:
-		return nil, nil
-	}
-	return key, nil
 }
 
 // report writes lines of a label, in a column of width, and a value (more: no label).
