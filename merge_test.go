@@ -701,3 +701,68 @@ func TestDeepPairing(t *testing.T) {
 		t.Fatalf("past maxDeepPairs: %v, %v; want no deep pass", aLeft, err)
 	}
 }
+
+// TestRetryAfterALostAnswer: a save whose write committed but whose answer
+// was lost (latency beyond Config.Timeout: ErrDatabase) is saved again, as
+// callers retry; the retry meets its own write, not another request's: a
+// flash added once is stored once, and a regeneration goes on with the
+// user signed in (before: the flash twice, and ErrSessionGone).
+func TestRetryAfterALostAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(r *http.Request, s *sessions.Session, store *Store) error
+		check  func(t *testing.T, got *sessions.Session)
+	}{
+		{"a flash", func(r *http.Request, s *sessions.Session, store *Store) error {
+			s.AddFlash("saved")
+			return store.Save(r, httptest.NewRecorder(), s)
+		}, func(t *testing.T, got *sessions.Session) {
+			if flashes, _ := got.Values["_flash"].([]any); len(flashes) != 1 {
+				t.Fatalf("flashes %v: the one flash added is stored %d times", flashes, len(flashes))
+			}
+		}},
+		{"a regeneration", func(r *http.Request, s *sessions.Session, store *Store) error {
+			s.Values["login"] = "ada"
+			return store.RegenerateID(r, httptest.NewRecorder(), s)
+		}, func(t *testing.T, got *sessions.Session) {
+			if got.IsNew || got.Values["login"] != "ada" {
+				t.Fatalf("after the retried regeneration the new cookie loads IsNew %v, %v: the user is signed out", got.IsNew, got.Values)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			coll, p := proxiedCollection(t, options.Client().SetRetryWrites(false).SetHeartbeatInterval(500*time.Millisecond))
+			f := newFixture(t, Config{Expiry: ExpiryNone})
+			f.coll = testClient(t, nil).Database(testDatabase).Collection(coll.Name())
+			f.store = storeOn(t, f.coll, Config{Expiry: ExpiryNone})
+			slow := storeOn(t, coll, Config{Expiry: ExpiryNone, Timeout: time.Second})
+			b, _ := saveNewSession(t, f, map[any]any{"x": 0})
+			r := b.request()
+			s, err := slow.Get(r, testSessionName)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.SetLatency(1500 * time.Millisecond)
+			err = tc.change(r, s, slow)
+			p.SetLatency(0)
+			if !errors.Is(err, ErrDatabase) {
+				t.Fatalf("the slow write: %v, want ErrDatabase", err)
+			}
+			time.Sleep(time.Second) // the write has committed on the server
+			rec := httptest.NewRecorder()
+			for try := 0; errors.Is(err, ErrDatabase) && try < 40; try++ {
+				rec = httptest.NewRecorder()
+				err = slow.Save(r, rec, s)
+			}
+			if err != nil {
+				t.Fatalf("saved again: %v", err)
+			}
+			b.absorb(rec.Header())
+			got, err := loadSession(t, f, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.check(t, got)
+		})
+	}
+}

@@ -36,6 +36,7 @@ type sessionState struct {
 	released      bool          // the middleware has finished with the session: encoded is dropped
 	loadFailed    bool          // a database error cut its load short: the stored session is unknown
 	lock          string        // the holder ID of the session's lock this request holds (exclusive.go)
+	attempted     []byte        // the MAC of this request's last write whose answer was lost: it may have committed
 }
 
 // otherCookie is another cookie of a request's session name: its chain,
@@ -146,6 +147,18 @@ func (t *sessionTable) rebase(session *sessions.Session, st sessionState) {
 	if old, ok := t.m[wp]; ok {
 		old.version, old.createdAt, old.encoded, old.options = st.version, st.createdAt, st.encoded, st.options
 		t.m[wp] = old
+	}
+}
+
+// attempt records mac, that of a write of session whose answer was lost
+// (it may have committed): a later save that meets it builds on it.
+func (t *sessionTable) attempt(session *sessions.Session, mac []byte) {
+	wp := weak.Make(session)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if st, ok := t.m[wp]; ok {
+		st.attempted = mac
+		t.m[wp] = st
 	}
 }
 

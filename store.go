@@ -3,6 +3,7 @@ package mongostore
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -337,6 +338,7 @@ func (s *Store) update(ctx context.Context, w http.ResponseWriter, sv *saving) (
 		switch {
 		case err != nil && uncertain(err): // the write may still run on the server: this process's next one waits
 			unlock = releaseAfter(unlock, s.cfg.Timeout)
+			s.states.attempt(sv.session, d.mac)
 			return err
 		case err != nil:
 			return err
@@ -371,6 +373,10 @@ func (s *Store) merge(ctx context.Context, sv *saving, theirs bson.Raw) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: another request saved the session in a form this one cannot read: %w", ErrConflict, err)
+	case sv.st.attempted != nil && hmac.Equal(od.mac, sv.st.attempted): // this request's own write, whose answer was lost
+		sv.st.sid, sv.st.createdAt, sv.st.version, sv.st.encoded, sv.st.attempted = od.sid, od.createdAt, od.version(), encoded, nil
+		sv.mine = nil // what it wrote is what the session holds, but for changes since: sv.data writes them
+		return nil
 	case od.sid != sv.st.sid:
 		return fmt.Errorf("%w: another request regenerated the session", ErrSessionGone)
 	}
