@@ -106,10 +106,14 @@ func (e oneLine) Error() string {
 
 func (e oneLine) Unwrap() []error { return e }
 
-// orNil returns e, or nil if it holds no error.
+// orNil returns e as an error: nil if it holds none, its one error, or e
+// wrapped (== on a slice panics).
 func (e oneLine) orNil() error {
-	if len(e) == 0 {
+	switch len(e) {
+	case 0:
 		return nil
+	case 1:
+		return e[0]
 	}
-	return e
+	return fmt.Errorf("%w", e)
 }

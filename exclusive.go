@@ -57,7 +57,8 @@ func (l middlewareLoader) New(r *http.Request, name string) (*sessions.Session, 
 // waits at most Config.LockWait (else ErrLocked). A session not stored has
 // nothing to share: unlock does nothing. One that ended meanwhile gives
 // ErrSessionGone, one stored meanwhile in a form it cannot read ErrDecode
-// (the session stays as loaded), one whose load failed ErrDatabase; nil
+// (the session stays as loaded), one whose load failed or whose last
+// write's answer was lost ErrDatabase (save it again first); nil
 // arguments ErrInvalidConfig.
 func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(), err error) {
 	unlock = func() {}
@@ -68,11 +69,8 @@ func (s *Store) Lock(r *http.Request, session *sessions.Session) (unlock func(),
 		session.Options = s.newOptions()
 	}
 	st := s.states.get(session)
-	switch {
-	case st.loadFailed: // the stored session is unknown: no section may run on the empty one
-		return unlock, errLoadFailed
-	case st.id == "" || st.lock != "":
-		return unlock, nil
+	if err := st.unsure(); err != nil || st.id == "" || st.lock != "" {
+		return unlock, err
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout+s.cfg.LockWait)
 	defer cancel()
@@ -109,6 +107,23 @@ type own struct {
 	maxAge int      // session.Options.MaxAge: a logout's, or a "remember me"
 	values *changes // nil if no longer known (the middleware has finished with it)
 }
+
+// unsure returns why what is stored of the session is unknown to the
+// request, which must not lock it then: its load failed, or a write's
+// answer was lost (a save tells what it did); nil if known.
+func (st *sessionState) unsure() error {
+	switch {
+	case st.loadFailed:
+		return errLoadFailed
+	case st.attempted != nil:
+		return errAnswerLost
+	}
+	return nil
+}
+
+// errAnswerLost is Lock's error for a session whose last write's answer
+// was lost: a save sorts out whether it committed.
+var errAnswerLost = fmt.Errorf("%w: the answer to the session's last write was lost, so what is stored is unknown: save the session again first", ErrDatabase)
 
 // ownChanges returns what this request changed of the session, in state
 // st, since it loaded it.

@@ -608,6 +608,9 @@ func TestUndecodableCookiesGiveOneLine(t *testing.T) {
 	if strings.Contains(err.Error(), "\n") {
 		t.Fatalf("the error spans lines: %q", err)
 	}
+	if err == error(nil) || err != err { // == on the error must not panic
+		t.Fatal("the error is not comparable")
+	}
 }
 
 func TestForeignDataNeverReachesTheCodec(t *testing.T) {

@@ -702,67 +702,172 @@ func TestDeepPairing(t *testing.T) {
 	}
 }
 
-// TestRetryAfterALostAnswer: a save whose write committed but whose answer
-// was lost (latency beyond Config.Timeout: ErrDatabase) is saved again, as
-// callers retry; the retry meets its own write, not another request's: a
-// flash added once is stored once, and a regeneration goes on with the
-// user signed in (before: the flash twice, and ErrSessionGone).
-func TestRetryAfterALostAnswer(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		change func(r *http.Request, s *sessions.Session, store *Store) error
-		check  func(t *testing.T, got *sessions.Session)
-	}{
-		{"a flash", func(r *http.Request, s *sessions.Session, store *Store) error {
-			s.AddFlash("saved")
-			return store.Save(r, httptest.NewRecorder(), s)
-		}, func(t *testing.T, got *sessions.Session) {
-			if flashes, _ := got.Values["_flash"].([]any); len(flashes) != 1 {
-				t.Fatalf("flashes %v: the one flash added is stored %d times", flashes, len(flashes))
-			}
-		}},
-		{"a regeneration", func(r *http.Request, s *sessions.Session, store *Store) error {
-			s.Values["login"] = "ada"
-			return store.RegenerateID(r, httptest.NewRecorder(), s)
-		}, func(t *testing.T, got *sessions.Session) {
-			if got.IsNew || got.Values["login"] != "ada" {
-				t.Fatalf("after the retried regeneration the new cookie loads IsNew %v, %v: the user is signed out", got.IsNew, got.Values)
-			}
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			coll, p := proxiedCollection(t, options.Client().SetRetryWrites(false).SetHeartbeatInterval(500*time.Millisecond))
-			f := newFixture(t, Config{Expiry: ExpiryNone})
-			f.coll = testClient(t, nil).Database(testDatabase).Collection(coll.Name())
-			f.store = storeOn(t, f.coll, Config{Expiry: ExpiryNone})
-			slow := storeOn(t, coll, Config{Expiry: ExpiryNone, Timeout: time.Second})
-			b, _ := saveNewSession(t, f, map[any]any{"x": 0})
-			r := b.request()
-			s, err := slow.Get(r, testSessionName)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.SetLatency(1500 * time.Millisecond)
-			err = tc.change(r, s, slow)
-			p.SetLatency(0)
-			if !errors.Is(err, ErrDatabase) {
-				t.Fatalf("the slow write: %v, want ErrDatabase", err)
-			}
-			time.Sleep(time.Second) // the write has committed on the server
-			rec := httptest.NewRecorder()
-			for try := 0; errors.Is(err, ErrDatabase) && try < 40; try++ {
-				rec = httptest.NewRecorder()
-				err = slow.Save(r, rec, s)
-			}
-			if err != nil {
-				t.Fatalf("saved again: %v", err)
-			}
+// lostAnswer: a session {"x": 0} saved by f.store, loaded by slow
+// (Timeout 1s) through a proxy; change runs with 1.5s of latency on the
+// server's answers, so its write commits but its answer is lost
+// (ErrDatabase). monitor, if not nil, watches slow's commands.
+func lostAnswer(t *testing.T, monitor *event.CommandMonitor, change func(r *http.Request, s *sessions.Session, store *Store) error) (
+	f *storeFixture, b *browser, r *http.Request, s *sessions.Session, slow *Store) {
+	t.Helper()
+	opts := options.Client().SetRetryWrites(false).SetHeartbeatInterval(500 * time.Millisecond)
+	if monitor != nil {
+		opts.SetMonitor(monitor)
+	}
+	coll, p := proxiedCollection(t, opts)
+	f = newFixture(t, Config{Expiry: ExpiryNone})
+	f.coll = testClient(t, nil).Database(testDatabase).Collection(coll.Name())
+	f.store = storeOn(t, f.coll, Config{Expiry: ExpiryNone})
+	slow = storeOn(t, coll, Config{Expiry: ExpiryNone, Timeout: time.Second})
+	b, _ = saveNewSession(t, f, map[any]any{"x": 0})
+	r = b.request()
+	s, err := slow.Get(r, testSessionName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.SetLatency(1500 * time.Millisecond)
+	err = change(r, s, slow)
+	p.SetLatency(0)
+	if !errors.Is(err, ErrDatabase) {
+		t.Fatalf("the slow write: %v, want ErrDatabase", err)
+	}
+	time.Sleep(time.Second) // the write has committed on the server, and the chain's lock in slow is free again
+	return f, b, r, s, slow
+}
+
+// saveUntilDone saves s as callers retry after ErrDatabase, and takes the
+// last save's cookie into b.
+func saveUntilDone(t *testing.T, b *browser, r *http.Request, s *sessions.Session, store *Store) {
+	t.Helper()
+	err := ErrDatabase
+	for try := 0; errors.Is(err, ErrDatabase) && try < 40; try++ {
+		rec := httptest.NewRecorder()
+		if err = store.Save(r, rec, s); err == nil {
 			b.absorb(rec.Header())
-			got, err := loadSession(t, f, b)
-			if err != nil {
-				t.Fatal(err)
+		}
+	}
+	if err != nil {
+		t.Fatalf("saved again: %v", err)
+	}
+}
+
+func addFlash(r *http.Request, s *sessions.Session, store *Store) error {
+	s.AddFlash("saved")
+	return store.Save(r, httptest.NewRecorder(), s)
+}
+
+func regenerate(r *http.Request, s *sessions.Session, store *Store) error {
+	s.Values["login"] = "ada"
+	return store.RegenerateID(r, httptest.NewRecorder(), s)
+}
+
+// storedFlashes returns how many flashes b's session holds.
+func storedFlashes(t *testing.T, f *storeFixture, b *browser) int {
+	t.Helper()
+	got, err := loadSession(t, f, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flashes, _ := got.Values["_flash"].([]any)
+	return len(flashes)
+}
+
+// TestRetryAfterALostAnswer: a save whose write committed but whose answer
+// was lost is saved again, as callers retry; the retry meets its own
+// write, not another request's: a flash added once is stored once, and a
+// regeneration goes on with the user signed in (before: the flash twice,
+// and ErrSessionGone). Lock refuses the session until a save has sorted
+// out what is stored (it would apply the request's changes twice, or
+// find the regenerated secret and say the session ended).
+func TestRetryAfterALostAnswer(t *testing.T) {
+	t.Run("a flash", func(t *testing.T) {
+		f, b, r, s, slow := lostAnswer(t, nil, addFlash)
+		if _, err := slow.Lock(r, s); !errors.Is(err, ErrDatabase) {
+			t.Fatalf("Lock before a save = %v, want ErrDatabase", err)
+		}
+		saveUntilDone(t, b, r, s, slow)
+		if n := storedFlashes(t, f, b); n != 1 {
+			t.Fatalf("the one flash added is stored %d times", n)
+		}
+		unlock, err := slow.Lock(r, s)
+		if err != nil {
+			t.Fatalf("Lock after the save: %v", err)
+		}
+		unlock()
+	})
+	t.Run("a regeneration", func(t *testing.T) {
+		f, b, r, s, slow := lostAnswer(t, nil, regenerate)
+		if _, err := slow.Lock(r, s); !errors.Is(err, ErrDatabase) {
+			t.Fatalf("Lock before a save = %v, want ErrDatabase", err)
+		}
+		saveUntilDone(t, b, r, s, slow)
+		if got, _ := loadSession(t, f, b); got.IsNew || got.Values["login"] != "ada" {
+			t.Fatalf("after the retried regeneration the new cookie loads IsNew %v, %v: the user is signed out", got.IsNew, got.Values)
+		}
+	})
+}
+
+// TestTwoLostAnswers: two lost answers in a row, the first write
+// committed (W1), the second never sent (W2): the third save still knows
+// W1 for its own, and the flash is stored once.
+func TestTwoLostAnswers(t *testing.T) {
+	var armed atomic.Bool
+	var updates atomic.Int32
+	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if e.CommandName == "update" && armed.Load() && updates.Add(1) == 2 {
+			time.Sleep(1300 * time.Millisecond) // past the save's deadline: W2 is never sent
+		}
+	}}
+	f, b, r, s, slow := lostAnswer(t, monitor, addFlash)
+	armed.Store(true)
+	err := slow.Save(r, httptest.NewRecorder(), s)
+	armed.Store(false)
+	if !errors.Is(err, ErrDatabase) {
+		t.Fatalf("second save = %v, want ErrDatabase", err)
+	}
+	saveUntilDone(t, b, r, s, slow)
+	if n := storedFlashes(t, f, b); n != 1 {
+		t.Fatalf("the one flash added is stored %d times", n)
+	}
+}
+
+// TestOwnWriteThenAnotherSave: a retried save meets its own committed
+// write (W1, a login: SetOwner), and before its next write another request
+// of the same browser saves over W1: the merge that follows compares owners
+// with W1's (before: with the owner before W1, ErrSessionGone), so both
+// saves land.
+func TestOwnWriteThenAnotherSave(t *testing.T) {
+	var armed atomic.Bool
+	var updates atomic.Int32
+	var between func()
+	monitor := &event.CommandMonitor{Started: func(_ context.Context, e *event.CommandStartedEvent) {
+		if e.CommandName == "update" && armed.Load() && updates.Add(1) == 2 {
+			between()
+		}
+	}}
+	f, b, r, s, slow := lostAnswer(t, monitor, func(r *http.Request, s *sessions.Session, store *Store) error {
+		SetOwner(s, "alice", "laptop")
+		return store.Save(r, httptest.NewRecorder(), s)
+	})
+	between = func() {
+		b.do(func(w http.ResponseWriter, r *http.Request) {
+			o, err := f.store.Get(r, testSessionName)
+			if err != nil || o.IsNew {
+				t.Errorf("the other request: %v, new %v", err, o.IsNew)
+				return
 			}
-			tc.check(t, got)
+			o.Values["other"] = 1
+			if err := o.Save(r, w); err != nil {
+				t.Errorf("the other request's save: %v", err)
+			}
 		})
+	}
+	armed.Store(true)
+	err := slow.Save(r, httptest.NewRecorder(), s)
+	armed.Store(false)
+	if err != nil {
+		t.Fatalf("the retried save = %v, want it saved over its own write and the other request's", err)
+	}
+	if got, err := loadSession(t, f, b); err != nil || got.Values["other"] != 1 {
+		t.Fatalf("stored %v, %v", got.Values, err)
 	}
 }

@@ -103,7 +103,7 @@ func (s *Store) serves(r *http.Request, name string, session *sessions.Session, 
 // before the middleware called Get: gorilla's registry then returns that
 // session): it holds its lock if exclusive, and saves and releases it.
 func (s *Store) adopt(r *http.Request, session *sessions.Session, exclusive bool) error {
-	if s.states.managed(session) {
+	if managed, known := s.states.managed(session); managed || !known { // no state: nothing loaded, nothing to lock
 		return nil
 	}
 	if exclusive {

@@ -2256,3 +2256,22 @@ func TestSaveAfterTheResponseStarted(t *testing.T) {
 		t.Fatalf("the old cookie after the refused regenerations: new %v, %v, %v; want ada's values, seen, and nothing of the late login", s.IsNew, s.Values, err)
 	}
 }
+
+// TestCookielessRequestsLeaveNoState: requests without a cookie, whose
+// handlers only read, leave nothing in the session table (the middleware's
+// check for a session loaded before it adds no entry).
+func TestCookielessRequestsLeaveNoState(t *testing.T) {
+	f := newFixture(t, Config{Expiry: ExpiryNone})
+	var kept []*sessions.Session // alive: their entries would stay
+	h := f.store.Middleware(testSessionName, nil)(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s, _ := f.store.Get(r, testSessionName)
+		kept = append(kept, s)
+		_, _ = io.WriteString(w, "ok")
+	}))
+	for range 20 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "http://example.test/", nil))
+	}
+	if n := f.store.states.len(); n != 0 {
+		t.Fatalf("%d session-table entries for %d cookieless read-only requests, want 0", n, len(kept))
+	}
+}

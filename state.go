@@ -36,7 +36,7 @@ type sessionState struct {
 	released      bool          // the middleware has finished with the session: encoded is dropped
 	loadFailed    bool          // a database error cut its load short: the stored session is unknown
 	lock          string        // the holder ID of the session's lock this request holds (exclusive.go)
-	attempted     []byte        // the MAC of this request's last write whose answer was lost: it may have committed
+	attempted     [][]byte      // the MACs of this request's writes whose answers were lost since its last load or save: they may have committed
 }
 
 // otherCookie is another cookie of a request's session name: its chain,
@@ -95,11 +95,12 @@ func (t *sessionTable) set(session *sessions.Session, st sessionState) {
 }
 
 // managed reports whether the middleware manages session.
-func (t *sessionTable) managed(session *sessions.Session) bool {
+func (t *sessionTable) managed(session *sessions.Session) (managed, known bool) {
 	wp := weak.Make(session)
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.m[wp].managed
+	st, ok := t.m[wp]
+	return st.managed, ok
 }
 
 // manage records that the middleware manages session from now on, as if
@@ -157,7 +158,7 @@ func (t *sessionTable) attempt(session *sessions.Session, mac []byte) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if st, ok := t.m[wp]; ok {
-		st.attempted = mac
+		st.attempted = append(st.attempted, mac)
 		t.m[wp] = st
 	}
 }

@@ -207,7 +207,7 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 	defer sp.endPanicked()
 	ctx, cancel := s.opContext(ctx, true)
 	defer cancel()
-	ending := sv.outcome == outcomeEnded
+	ending, loadedOwner := sv.outcome == outcomeEnded, sv.st.owner
 	switch {
 	case err != nil:
 	case ending:
@@ -229,7 +229,7 @@ func (s *Store) Save(r *http.Request, w http.ResponseWriter, session *sessions.S
 		sp.size = len(sv.data)
 	}
 	sp.end(err)
-	if owner, _ := ownerOf(session.Values); err == nil && !ending && owner != "" && owner != sv.st.owner {
+	if owner, _ := ownerOf(session.Values); err == nil && !ending && owner != "" && owner != loadedOwner {
 		err = s.limit(r.Context(), session) // the session has just been tied to its owner
 	}
 	return err
@@ -373,8 +373,9 @@ func (s *Store) merge(ctx context.Context, sv *saving, theirs bson.Raw) error {
 	switch {
 	case err != nil:
 		return fmt.Errorf("%w: another request saved the session in a form this one cannot read: %w", ErrConflict, err)
-	case sv.st.attempted != nil && hmac.Equal(od.mac, sv.st.attempted): // this request's own write, whose answer was lost
+	case slices.ContainsFunc(sv.st.attempted, func(m []byte) bool { return hmac.Equal(od.mac, m) }): // this request's own write, whose answer was lost
 		sv.st.sid, sv.st.createdAt, sv.st.version, sv.st.encoded, sv.st.attempted = od.sid, od.createdAt, od.version(), encoded, nil
+		sv.st.owner, _ = ownerOf(values)
 		sv.mine = nil // what it wrote is what the session holds, but for changes since: sv.data writes them
 		return nil
 	case od.sid != sv.st.sid:
