@@ -727,14 +727,7 @@ func TestLockKeepsWhatTheRequestSetOfItsSession(t *testing.T) {
 			t.Fatalf("RegenerateID = %v, want ErrEncode", err)
 		}
 		delete(s.Values, "big")
-		unlock, err := f.store.Lock(r, s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unlock()
-		if err := s.Save(r, httptest.NewRecorder()); err != nil {
-			t.Fatal(err)
-		}
+		lockAndSave(t, f.store, r, s)
 		stale := newBrowser()
 		stale.cookies[testSessionName] = &old
 		if got, _ := loadSession(t, f, stale); !got.IsNew {
@@ -746,18 +739,24 @@ func TestLockKeepsWhatTheRequestSetOfItsSession(t *testing.T) {
 			b, _ := saveNewSession(t, f, map[any]any{"n": 1})
 			r, s := loaded(t, f, b)
 			s.Options.MaxAge = maxAge
-			unlock, err := f.store.Lock(r, s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer unlock()
-			if err := s.Save(r, httptest.NewRecorder()); err != nil {
-				t.Fatal(err)
-			}
+			lockAndSave(t, f.store, r, s)
 			got, err := loadSession(t, f, b)
 			if err != nil || got.IsNew != (maxAge < 0) || (maxAge > 0 && got.Options.MaxAge != maxAge) {
 				t.Fatalf("after the save: IsNew %v, MaxAge %d, %v; Lock dropped MaxAge %d", got.IsNew, got.Options.MaxAge, err, maxAge)
 			}
 		})
+	}
+}
+
+// lockAndSave takes the lock of s, saves it and releases the lock.
+func lockAndSave(t *testing.T, store *Store, r *http.Request, s *sessions.Session) {
+	t.Helper()
+	unlock, err := store.Lock(r, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	if err := s.Save(r, httptest.NewRecorder()); err != nil {
+		t.Fatal(err)
 	}
 }
