@@ -75,6 +75,7 @@ func (s *Store) Restart(r *http.Request, session *sessions.Session) error {
 	ctx, cancel := s.opContext(r.Context(), true)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opEnd)
+	defer sp.endPanicked()
 	ended, err := s.end(ctx, nil, session, s.states.get(session), EndRestart)
 	if sp.outcome = outcomeEnded; !ended {
 		sp.outcome = outcomeNotEnded

@@ -2,6 +2,7 @@ package mongostore
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -27,11 +28,18 @@ func (s *Store) startGC(ctx context.Context) {
 	})
 }
 
-// sweep deletes the expired sessions and logs what it did.
+// sweep deletes the expired sessions and logs what it did. A panic (a
+// custom codec's) is logged: in the GC goroutine it would end the process.
 func (s *Store) sweep(ctx context.Context) {
 	if s.cfg.afterSweep != nil {
 		defer s.cfg.afterSweep()
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			s.cfg.Logger.LogAttrs(ctx, slog.LevelError, "mongostore: gc sweep panicked", slog.String("collection", s.coll.c.Name()),
+				slog.String("panic", fmt.Sprintf("%T", v))) // its type: its text may hold a value
+		}
+	}()
 	start := time.Now()
 	n, err := s.DeleteExpired(ctx)
 	attrs := []slog.Attr{slog.String("collection", s.coll.c.Name()), slog.Int64("deleted", n), slog.Duration("duration", time.Since(start))}
@@ -69,6 +77,7 @@ func (s *Store) DeleteExpired(ctx context.Context) (int64, error) {
 	ctx, cancel := s.sweepContext(ctx)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opGCSweep)
+	defer sp.endPanicked()
 	atomic, err := s.coll.atomicWrites(ctx)
 	var n int64
 	now := s.cfg.Now()

@@ -469,3 +469,20 @@ func TestSweepSparesASessionSavedAtItsExpiry(t *testing.T) {
 		clock.Advance(time.Hour)
 	}
 }
+
+// TestSweepSurvivesAPanickingCodec: the GC goroutine's sweep, with a
+// subscriber (it decodes each expired session to report it), meets a codec
+// that panics: the panic is logged by its type, and the goroutine goes on
+// (before, it ended the process).
+func TestSweepSurvivesAPanickingCodec(t *testing.T) {
+	codec := &decodePanics{Codec: compactCodec{&keyCache{}}}
+	clock := newFakeClock()
+	f := newFixture(t, Config{Codec: codec, Now: clock.Now, Expiry: ExpiryNone, OnEvent: func(context.Context, Event) {}})
+	saveNewSession(t, f, map[any]any{"k": "v"})
+	codec.armed.Store(true)
+	clock.Advance(48 * time.Hour)
+	f.store.sweep(context.Background()) // panics through without the recovery
+	if logs := f.logs.String(); !strings.Contains(logs, "mongostore: gc sweep panicked") || strings.Contains(logs, "codec bug") {
+		t.Fatalf("logs:\n%s", logs)
+	}
+}

@@ -77,6 +77,7 @@ func (s *Store) ListSessions(ctx context.Context, owner string, current *session
 	ctx, cancel := s.opContext(ctx, false)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opListSessions)
+	defer sp.endPanicked()
 	listed, _, err := s.ownedSessions(ctx, owner, s.chainOf(current))
 	out := make([]OwnedSession, len(listed))
 	for i, o := range listed {
@@ -183,12 +184,17 @@ func (s *Store) EndSession(ctx context.Context, owner, handle string, current *s
 	ctx, cancel := s.opContext(ctx, true)
 	defer cancel()
 	ctx, sp := s.tel.start(ctx, opEndSession)
-	defer func() {
-		if sp.outcome = outcomeNotEnded; ended {
-			sp.outcome = outcomeEnded
-		}
-		sp.end(err)
-	}()
+	defer sp.endPanicked() // a custom codec's panic
+	session, ended, err = s.endByHandle(ctx, owner, handle, current)
+	if sp.outcome = outcomeNotEnded; ended {
+		sp.outcome = outcomeEnded
+	}
+	sp.end(err)
+	return session, ended, err
+}
+
+// endByHandle is EndSession's work, under its span.
+func (s *Store) endByHandle(ctx context.Context, owner, handle string, current *sessions.Session) (OwnedSession, bool, error) {
 	listed, _, err := s.ownedSessions(ctx, owner, s.chainOf(current))
 	i := slices.IndexFunc(listed, func(o ownedSession) bool { return hmac.Equal([]byte(o.Handle), []byte(handle)) })
 	if i < 0 {
@@ -223,6 +229,7 @@ func (s *Store) EndOtherSessions(ctx context.Context, owner string, current *ses
 		return 0, nil
 	}
 	ctx, sp := s.tel.start(context.WithoutCancel(ctx), opEndOtherSessions)
+	defer sp.endPanicked()
 	n, err := s.endOwned(ctx, owner, s.chainOf(current), 0, EndEverywhere)
 	if sp.outcome, sp.count = outcomeEnded, n; n == 0 {
 		sp.outcome = outcomeNotEnded

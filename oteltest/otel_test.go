@@ -480,3 +480,45 @@ func TestPanickedLoad(t *testing.T) {
 		t.Errorf("mongostore.errors: %v, want one _OTHER of a load", metrics["mongostore.errors"])
 	}
 }
+
+// TestPanickedOperations: every operation a panicking codec cuts short
+// ends its span as an error of type _OTHER, as a load does: a sweep that
+// reports expiries, a listing, an ending by handle (before: a success) and
+// an ending everywhere (before: no span).
+func TestPanickedOperations(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		op  string
+		run func(r *rig, req *http.Request, s *sessions.Session)
+	}{
+		{"gc_sweep", func(r *rig, _ *http.Request, _ *sessions.Session) {
+			r.skew.Add(int64(48 * time.Hour))
+			_, _ = r.store.DeleteExpired(ctx)
+		}},
+		{"list_sessions", func(r *rig, _ *http.Request, _ *sessions.Session) { _, _ = r.store.ListSessions(ctx, "ada", nil) }},
+		{"end_session", func(r *rig, _ *http.Request, _ *sessions.Session) {
+			_, _, _ = r.store.EndSession(ctx, "ada", "a-handle", nil)
+		}},
+		{"end_other_sessions", func(r *rig, _ *http.Request, _ *sessions.Session) { _, _ = r.store.EndOtherSessions(ctx, "ada", nil) }},
+	} {
+		t.Run(tc.op, func(t *testing.T) {
+			codec := &panickyCodec{}
+			r := newRig(t, mongostore.Config{Codec: codec, Expiry: mongostore.ExpiryNone, OnEvent: func(context.Context, mongostore.Event) {}})
+			req := r.request(ctx)
+			s := r.get(t, req)
+			mongostore.SetOwner(s, "ada", "laptop")
+			r.save(t, req, s)
+			r.sessionSecrets(s)
+			codec.armed.Store(true)
+			panicked := func() (v any) {
+				defer func() { v = recover() }()
+				tc.run(r, req, s)
+				return nil
+			}()
+			if panicked != "codec bug" {
+				t.Fatalf("%s panicked with %v, want the codec's panic", tc.op, panicked)
+			}
+			r.expect(t, tc.op, "error", "_OTHER")
+		})
+	}
+}
