@@ -445,7 +445,19 @@ func (c collection) present(ctx context.Context, filter any) func() (bool, error
 // formats 1 and 2 has none: its _id is that hash), and returns it, or nil
 // if this command deleted none, looking again as deleteLooking does.
 func (c collection) remove(ctx context.Context, id, sid string) (bson.Raw, error) {
-	filter := bson.D{{Key: fieldID, Value: id}, ownSecret(sid)}
+	return c.removeMatching(ctx, id, bson.D{{Key: fieldID, Value: id}, ownSecret(sid)})
+}
+
+// take deletes the document id, whatever its secret, and returns it as it
+// was deleted, or nil if this command deleted none, looking again as
+// deleteLooking does.
+func (c collection) take(ctx context.Context, id string) (bson.Raw, error) {
+	return c.removeMatching(ctx, id, idFilter(id))
+}
+
+// removeMatching deletes the document id if filter, which names it,
+// matches it, and returns it, or nil if this command deleted none.
+func (c collection) removeMatching(ctx context.Context, id string, filter any) (bson.Raw, error) {
 	var removed bson.Raw
 	_, err := c.deleteLooking(ctx, id, func() (bool, error) {
 		res := c.c.FindOneAndDelete(ctx, filter)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gorilla/sessions"
+	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
 // A session ends by a logout (a save with Options.MaxAge < 0), Restart,
@@ -24,23 +25,16 @@ func (s *Store) end(ctx context.Context, w http.ResponseWriter, session *session
 		if err != nil {
 			return ended, err
 		}
-		if raw == nil {
-			continue
-		}
-		ended = true
-		if d, _, values, err := s.open(raw); err == nil {
-			s.emitEnd(ctx, reason, stateOf(&d, nil, values, &sessions.Options{MaxAge: d.maxAge}))
-		}
+		ended = ended || raw != nil
+		s.emitRemoved(ctx, reason, raw, nil)
 	}
 	if st.id != "" {
-		deleted, err := s.coll.delete(ctx, st.id)
+		raw, deleted, err := s.deleteChain(ctx, st.id)
 		if err != nil {
 			return ended, err
 		}
-		if deleted {
-			ended = true
-			s.emitEnd(ctx, reason, st)
-		}
+		ended = ended || deleted
+		s.emitRemoved(ctx, reason, raw, &st)
 	}
 	session.ID = ""
 	s.states.set(session, sessionState{cookieSet: w != nil})
@@ -48,6 +42,33 @@ func (s *Store) end(ctx context.Context, w http.ResponseWriter, session *session
 		setCookie(w, session.Name(), "", s.expiring(session.Options), time.Time{}, time.Time{})
 	}
 	return ended, nil
+}
+
+// deleteChain deletes the document id, and says whether this command
+// deleted it; with a subscriber, it returns the document as deleted, to
+// report (one delete command without).
+func (s *Store) deleteChain(ctx context.Context, id string) (bson.Raw, bool, error) {
+	if s.cfg.OnEvent == nil {
+		deleted, err := s.coll.delete(ctx, id)
+		return nil, deleted, err
+	}
+	raw, err := s.coll.take(ctx, id)
+	return raw, raw != nil, err
+}
+
+// emitRemoved reports the end of raw, a document an ending for reason
+// deleted (none if nil), as it was stored when deleted (another request
+// may have saved it since this one loaded it): by fallback, if not nil,
+// where it cannot be read.
+func (s *Store) emitRemoved(ctx context.Context, reason EndReason, raw bson.Raw, fallback *sessionState) {
+	if raw == nil || s.cfg.OnEvent == nil {
+		return
+	}
+	if d, _, values, err := s.open(raw); err == nil {
+		s.emitEnd(ctx, reason, stateOf(&d, nil, values, &sessions.Options{MaxAge: d.maxAge}))
+	} else if fallback != nil {
+		s.emitEnd(ctx, reason, *fallback)
+	}
 }
 
 // expiring returns the options that expire a cookie: opts, or the store's

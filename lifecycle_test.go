@@ -653,3 +653,47 @@ func TestSubscriberMayEndARegeneratedSession(t *testing.T) {
 		t.Fatalf("the subscriber's EndSession: ended %v, %v; %d documents left", ended, endErr, f.count(t))
 	}
 }
+
+// TestLogoutReportsTheSessionAsStored: a logout reports the session as the
+// document it deleted stood, not as the request loaded it: another request
+// may have saved it since (before, the request's copy decided the event).
+// Request A loads the session, request B saves it, then A logs out.
+func TestLogoutReportsTheSessionAsStored(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		b             func(s *sessions.Session)
+		before, after time.Duration // the clock moves before and after B's save
+		want          string
+		owner         string
+	}{
+		{"B shortened it, and it expired", func(s *sessions.Session) { s.Options.MaxAge = 10 }, 0, time.Minute, "expired", "ada"},
+		{"B kept it live past A's view", func(s *sessions.Session) { s.Values["k"] = "v" }, 20 * time.Hour, 5 * time.Hour, "ended/logout", "ada"},
+		{"B tied it to bob", func(s *sessions.Session) { SetOwner(s, "bob", "phone") }, 0, 0, "ended/logout", "bob"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			events := &eventLog{}
+			clock := newFakeClock()
+			f := newFixture(t, Config{OnEvent: events.add, Now: clock.Now, Expiry: ExpiryNone})
+			b, _ := loginAs(t, f, "ada", "laptop")
+			events.take()
+			r, stale := loaded(t, f, b)
+			clock.Advance(tc.before)
+			b.do(func(w http.ResponseWriter, r *http.Request) {
+				s, _ := f.store.Get(r, testSessionName)
+				tc.b(s)
+				if err := s.Save(r, w); err != nil {
+					t.Fatal(err)
+				}
+			})
+			events.take()
+			clock.Advance(tc.after)
+			stale.Options.MaxAge = -1
+			if err := stale.Save(r, httptest.NewRecorder()); err != nil {
+				t.Fatal(err)
+			}
+			if e := events.wantEvents(t, "A's logout", tc.want)[0]; e.Owner != tc.owner {
+				t.Fatalf("the event names owner %q, want %q: the stored session's", e.Owner, tc.owner)
+			}
+		})
+	}
+}
