@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -66,6 +65,6 @@ func (s *Store) expired(ctx context.Context, raw bson.Raw, d *document, values m
 		s.cfg.Logger.LogAttrs(ctx, slog.LevelWarn, "mongostore: deleting an expired session", slog.String("error", err.Error()))
 	}
 	if deleted {
-		s.emit(ctx, EventExpired, "", stateOf(d, nil, values, &sessions.Options{MaxAge: d.maxAge}))
+		s.emit(ctx, EventExpired, "", storedState(d, values))
 	}
 }

@@ -65,7 +65,7 @@ func (s *Store) emitRemoved(ctx context.Context, reason EndReason, raw bson.Raw,
 		return
 	}
 	if d, _, values, err := s.open(raw); err == nil {
-		s.emitEnd(ctx, reason, stateOf(&d, nil, values, &sessions.Options{MaxAge: d.maxAge}))
+		s.emitEnd(ctx, reason, storedState(&d, values))
 	} else if fallback != nil {
 		s.emitEnd(ctx, reason, *fallback)
 	}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/gorilla/sessions"
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
 
@@ -139,7 +138,7 @@ func (s *Store) expireEach(ctx context.Context, docs []bson.Raw, now time.Time) 
 		}
 		n++
 		if d, _, values, err := s.open(raw); err == nil { // only sessions are reported
-			s.emit(ctx, EventExpired, "", stateOf(&d, nil, values, &sessions.Options{MaxAge: d.maxAge}))
+			s.emit(ctx, EventExpired, "", storedState(&d, values))
 		}
 	}
 	return n, nil

@@ -50,6 +50,12 @@ func stateOf(d *document, encoded []byte, values map[any]any, options *sessions.
 	return st
 }
 
+// storedState returns the state of a session as d stores it, values
+// decoded, for an event about it: no encoding, and d's own MaxAge.
+func storedState(d *document, values map[any]any) sessionState {
+	return stateOf(d, nil, values, &sessions.Options{MaxAge: d.maxAge})
+}
+
 // times returns the session's times as st holds them.
 func (st *sessionState) times() SessionTimes {
 	return SessionTimes{CreatedAt: st.createdAt, UpdatedAt: st.updatedAt, ExpiresAt: st.expiresAt}
