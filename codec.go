@@ -561,3 +561,59 @@ func (d *compactDecoder) list(depth int) []any {
 	}
 	return v
 }
+
+// copyValues returns a copy of values that a handler may change without
+// changing values, if values (non-nil) holds only what it copies cheaply:
+// keys and values of immutable kinds (see immutable), shared, and values
+// that are a []byte, []string, or []any of immutable kinds (flashes),
+// copied.
+func copyValues(values map[any]any) (map[any]any, bool) {
+	if values == nil || !copyable(values) {
+		return nil, false
+	}
+	out := make(map[any]any, len(values))
+	for k, v := range values {
+		switch e := v.(type) {
+		case []byte:
+			v = bytes.Clone(e)
+		case []string:
+			v = slices.Clone(e)
+		case []any:
+			v = slices.Clone(e)
+		}
+		out[k] = v
+	}
+	return out, true
+}
+
+// copyable reports whether copyValues copies values.
+func copyable(values map[any]any) bool {
+	for k, v := range values {
+		switch e := v.(type) {
+		case []byte, []string:
+		case []any:
+			if slices.ContainsFunc(e, func(v any) bool { return !immutable(v) }) {
+				return false
+			}
+		default:
+			if !immutable(v) {
+				return false
+			}
+		}
+		if !immutable(k) {
+			return false
+		}
+	}
+	return true
+}
+
+// immutable reports whether v is nil or of a kind no one can change
+// through an interface holding it: a string, bool, number or time.Time.
+func immutable(v any) bool {
+	switch v.(type) {
+	case nil, string, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64,
+		complex64, complex128, time.Time:
+		return true
+	}
+	return false
+}

@@ -26,8 +26,18 @@ const cookieMaxLength = 4096
 
 // cookieCodec signs (and, with a block key, encrypts) the session's token
 // (see keys.go) into the cookie value, with securecookie: the first key
-// pair writes, every pair reads.
-type cookieCodec []cookieKey
+// pair writes, every pair reads. The cookie values it has verified are
+// remembered: the session's next request skips the check.
+type cookieCodec struct {
+	keys     []cookieKey
+	verified *memo[verifiedCookie] // by cookie value
+}
+
+// verifiedCookie is a cookie value verified for name, and its token.
+type verifiedCookie struct {
+	name  string
+	token cookieToken
+}
 
 // cookieKey is a key pair's securecookie codec and, for a pair without a
 // block key, a pool of HMAC states with its hash key, for verifySigned.
@@ -43,7 +53,7 @@ var errBlockAsHash = errors.New("signed with the block key of a key pair, as a h
 	"(hash key, block key), so rotating hash keys alone is NewStore(ctx, coll, cfg, newHashKey, nil, oldHashKey, nil)")
 
 func newCookieCodec(pairs []keyPair) cookieCodec {
-	var c cookieCodec
+	c := cookieCodec{verified: newMemo[verifiedCookie](cookieMemoLimit)}
 	for _, p := range pairs {
 		sc := securecookie.New(p.hash, p.block)
 		sc.SetSerializer(securecookie.NopEncoder{})
@@ -56,7 +66,7 @@ func newCookieCodec(pairs []keyPair) cookieCodec {
 		if p.block == nil {
 			k.macs = &sync.Pool{New: func() any { return &macState{h: hmac.New(sha256.New, p.hash)} }}
 		}
-		c = append(c, k)
+		c.keys = append(c.keys, k)
 	}
 	return c
 }
@@ -88,15 +98,12 @@ func (c cookieCodec) tokens(r *http.Request, name string, tokens []cookieToken) 
 		if examined++; examined > maxCookieValues || len(tokens) == maxCookies {
 			break
 		}
-		token, current, cerr := c.decode(name, value)
+		t, cerr := c.token(name, value)
 		switch {
 		case cerr != nil:
 			err = cmp.Or(err, cerr)
-		case !slices.ContainsFunc(tokens, func(t cookieToken) bool { return t.token == token }):
-			if !current {
-				value = ""
-			}
-			tokens = append(tokens, newCookieToken(token, value))
+		case !slices.ContainsFunc(tokens, func(o cookieToken) bool { return o.token == t.token }):
+			tokens = append(tokens, t)
 		}
 	}
 	if len(tokens) > 0 {
@@ -133,17 +140,35 @@ func cookieValue(part, name string) (string, bool) {
 	return v, allBytes(v, func(c byte) bool { return ' ' <= c && c <= '~' && c != '"' && c != ';' && c != '\\' })
 }
 
+// token returns the token in value, a cookie called name, as decode
+// verifies it, or as it did for an earlier request.
+func (c cookieCodec) token(name, value string) (cookieToken, error) {
+	if v, ok := c.verified.get(value); ok && v.name == name {
+		return v.token, nil
+	}
+	token, current, err := c.decode(name, value)
+	if err != nil {
+		return cookieToken{}, err
+	}
+	t := newCookieToken(token, value)
+	if !current {
+		t.value = "" // to be signed anew with the current pair
+	}
+	c.verified.put(value, verifiedCookie{name, t}, len(name)+len(value)+len(token)+128)
+	return t, nil
+}
+
 // decode verifies a cookie value and returns the token it holds, and
 // whether the current key pair signed it. Pairs that share a hash key all
 // verify the signature, so each is tried until one yields a token.
 func (c cookieCodec) decode(name, value string) (id string, current bool, err error) {
-	for i, k := range c {
+	for i, k := range c.keys {
 		if id, ok := k.verifySigned(name, value); ok && validToken(id) {
 			return id, i == 0, nil
 		}
 	}
-	errs := make([]error, 0, len(c))
-	for i, k := range c {
+	errs := make([]error, 0, len(c.keys))
+	for i, k := range c.keys {
 		var raw []byte
 		if err := k.codec.Decode(name, value, &raw); err != nil {
 			errs = append(errs, err)
@@ -162,7 +187,7 @@ func (c cookieCodec) decode(name, value string) (id string, current bool, err er
 // signedWithABlockKey reports whether a pair's block key, as a hash key,
 // signed value for name (a cookie no pair verifies).
 func (c cookieCodec) signedWithABlockKey(name, value string) bool {
-	return slices.ContainsFunc(c, func(k cookieKey) bool {
+	return slices.ContainsFunc(c.keys, func(k cookieKey) bool {
 		if k.block == nil || len(value) > cookieMaxLength {
 			return false
 		}
@@ -215,7 +240,7 @@ func (m *macState) verifySigned(name, value string) (string, bool) {
 
 // encode returns the cookie value for token id, signed with the first pair.
 func (c cookieCodec) encode(name, id string) (string, error) {
-	v, err := c[0].codec.Encode(name, []byte(id))
+	v, err := c.keys[0].codec.Encode(name, []byte(id))
 	if err != nil {
 		return "", fmt.Errorf("%w: cookie: %w", ErrEncode, err)
 	}

@@ -201,7 +201,7 @@ func FuzzDecodeCookie(f *testing.F) {
 	// Two codecs: one signing and encrypting, one only signing.
 	store, storeCmds := unreachableStore(f, Config{Logger: slog.New(slog.DiscardHandler)})
 	pairs, err := parseKeyPairs([][]byte{testHashKey, testBlockKey, otherHashKey, nil})
-	if store.cookies = newCookieCodec(pairs); err != nil || len(store.cookies) != 2 {
+	if store.cookies = newCookieCodec(pairs); err != nil || len(store.cookies.keys) != 2 {
 		f.Fatalf("want two cookie codecs: %v", err)
 	}
 	encode := func(name string, value []byte, codecs ...securecookie.Codec) string {
@@ -212,8 +212,8 @@ func FuzzDecodeCookie(f *testing.F) {
 		return v
 	}
 	id := freshToken()
-	encrypted := encode(testSessionName, []byte(id), store.cookies[0].codec)
-	signed := encode(testSessionName, []byte(id), store.cookies[1].codec)
+	encrypted := encode(testSessionName, []byte(id), store.cookies.keys[0].codec)
+	signed := encode(testSessionName, []byte(id), store.cookies.keys[1].codec)
 	for i, v := range []string{encrypted, signed} {
 		if got, current, err := store.cookies.decode(testSessionName, v); err != nil || got != id || current != (i == 0) {
 			f.Fatalf("decode of a valid cookie = %q, current key %v, %v; want %q, %v", got, current, err, id, i == 0)
@@ -226,11 +226,11 @@ func FuzzDecodeCookie(f *testing.F) {
 		signed[:len(signed)-1],
 		flipCookie(encrypted),
 		flipCookie(signed),
-		encode(testSessionName, []byte("short"), store.cookies[0].codec),                                                 // valid signature, malformed ID
-		encode(testSessionName, []byte(id+"="), store.cookies[1].codec),                                                  // padded ID
-		encode(testSessionName, []byte(strings.Repeat("A", secretEncoding.EncodedLen(idBytes))), store.cookies[1].codec), // valid form
-		encode("other", []byte(id), store.cookies[0].codec),                                                              // signed for another name
-		encode(testSessionName, []byte{}, store.cookies[1].codec),
+		encode(testSessionName, []byte("short"), store.cookies.keys[0].codec),                                                 // valid signature, malformed ID
+		encode(testSessionName, []byte(id+"="), store.cookies.keys[1].codec),                                                  // padded ID
+		encode(testSessionName, []byte(strings.Repeat("A", secretEncoding.EncodedLen(idBytes))), store.cookies.keys[1].codec), // valid form
+		encode("other", []byte(id), store.cookies.keys[0].codec),                                                              // signed for another name
+		encode(testSessionName, []byte{}, store.cookies.keys[1].codec),
 		"",
 		"|",
 		"||",
@@ -388,7 +388,7 @@ func FuzzVerifySigned(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	key := newCookieCodec(pairs)[0]
+	key := newCookieCodec(pairs).keys[0]
 	valid := agedCookie(testSessionName, freshToken(), testHashKey, 0)
 	for _, seed := range []string{valid, flipCookie(valid), valid[:len(valid)-2], "", "||", "MTcwMDAwMDAwMHx8", "a\r\nb", strings.Repeat("A", cookieMaxLength+4)} {
 		f.Add(seed, "1700000000", []byte(freshToken()), uint16(0xffff))
@@ -422,7 +422,7 @@ func TestVerifySignedAllocates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, token := newCookieCodec(pairs)[0], freshToken()
+	key, token := newCookieCodec(pairs).keys[0], freshToken()
 	value := agedCookie(testSessionName, token, testHashKey, 0)
 	if got, ok := key.verifySigned(testSessionName, value); !ok || got != token {
 		t.Fatalf("verifySigned = %q, %v; want %q", got, ok, token)

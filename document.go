@@ -1,6 +1,7 @@
 package mongostore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"time"
@@ -19,11 +20,59 @@ func (s *Store) open(raw bson.Raw) (d document, encoded []byte, values map[any]a
 	if d, encoded, err = s.unseal(raw); err != nil {
 		return d, nil, nil, err
 	}
-	if values, err = s.cfg.Codec.Decode(encoded); err != nil {
-		return d, nil, nil, fmt.Errorf("%w: the codec cannot read its values (written by another codec, or holding a type "+
-			"this process has not registered?): %w", ErrDecode, err)
+	if values, err = s.decode(encoded); err != nil {
+		return d, nil, nil, err
 	}
 	return d, encoded, values, nil
+}
+
+// decode decodes values with the codec. Errors wrap ErrDecode.
+func (s *Store) decode(encoded []byte) (map[any]any, error) {
+	values, err := s.cfg.Codec.Decode(encoded)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the codec cannot read its values (written by another codec, or holding a type "+
+			"this process has not registered?): %w", ErrDecode, err)
+	}
+	return values, nil
+}
+
+// openedDocument is a document a load opened, kept in the store's memo:
+// its bytes, so that only the very same bytes are served from it, and
+// what open made of them.
+type openedDocument struct {
+	raw     []byte
+	d       document
+	encoded []byte      // its capacity its length: no append reaches raw
+	values  map[any]any // from its second load, if copyValues copies them; else nil: the codec decodes encoded
+}
+
+// openLoaded is open for a load of chain. A document the store opened in
+// the same bytes before (for the session's previous request) skips the
+// parse, the MAC and the decryption, and, from its third load, the codec
+// if copyValues copies its values: a session saved at every request pays
+// only the copy of its bytes.
+func (s *Store) openLoaded(raw bson.Raw, chain string) (d document, encoded []byte, values map[any]any, err error) {
+	if len(raw) > maxRememberedDocument {
+		return s.open(raw)
+	}
+	o, ok := s.opened.get(chain)
+	if !ok || !bytes.Equal(o.raw, raw) {
+		raw = bytes.Clone(raw) // the memo keeps it
+		if d, encoded, values, err = s.open(raw); err == nil {
+			o = openedDocument{raw: raw, d: d, encoded: encoded[:len(encoded):len(encoded)]}
+			s.opened.put(chain, o, len(raw)+len(encoded)+256)
+		}
+		return d, encoded, values, err
+	}
+	if values, ok = copyValues(o.values); ok {
+		return o.d, o.encoded, values, nil
+	}
+	if values, err = s.decode(o.encoded); err == nil && o.values == nil {
+		if o.values, ok = copyValues(values); ok {
+			s.opened.put(chain, o, 2*len(o.encoded)+256)
+		}
+	}
+	return o.d, o.encoded, values, err
 }
 
 // unseal parses a stored document, checks its MAC and decrypts its data:

@@ -206,7 +206,7 @@ func (s *Store) fetch(ctx context.Context, chain, secret, holder string) (bson.R
 // as the panic goes on, not left to lapse after LockLease.
 func (s *Store) openFetched(ctx context.Context, raw bson.Raw, chain, holder string) (d document, encoded []byte, values map[any]any, err error) {
 	if holder == "" {
-		return s.open(raw)
+		return s.openLoaded(raw, chain)
 	}
 	opened := false
 	defer func() {

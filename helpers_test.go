@@ -499,8 +499,8 @@ func unusableCookies(tb testing.TB, s *Store, valid string) []unusableCookie {
 		{"garbage", "%%%not base64%%%"},
 		{"huge", strings.Repeat("A", 5000)},
 		{"foreign key", encode(testSessionName, []byte(freshToken()), foreign)},
-		{"malformed ID", encode(testSessionName, []byte("not-a-session-id"), s.cookies[0].codec)},
-		{"signed for another name", encode("other", []byte(freshToken()), s.cookies[0].codec)},
+		{"malformed ID", encode(testSessionName, []byte("not-a-session-id"), s.cookies.keys[0].codec)},
+		{"signed for another name", encode("other", []byte(freshToken()), s.cookies.keys[0].codec)},
 	}
 }
 

@@ -40,8 +40,8 @@ func NewStore(ctx context.Context, coll *mongo.Collection, cfg Config, keyPairs 
 		return nil, err
 	}
 	s := &Store{Options: defaultOptions(), coll: newCollection(coll), cookies: newCookieCodec(pairs), sealer: newSealer(pairs),
-		cfg: cfg, states: newSessionTable(), expiry: cfg.Expiry, tel: newTelemetry(cfg.TracerProvider, cfg.MeterProvider),
-		stop: func() {}}
+		cfg: cfg, states: newSessionTable(), opened: newMemo[openedDocument](documentMemoLimit), expiry: cfg.Expiry,
+		tel: newTelemetry(cfg.TracerProvider, cfg.MeterProvider), stop: func() {}}
 	setupCtx, cancel := setupContext(ctx, cfg.Timeout)
 	defer cancel()
 	if err := s.setupIndexes(setupCtx); err != nil {

@@ -31,7 +31,8 @@ type Store struct {
 	sealer  *sealer
 	cfg     Config
 	states  *sessionTable
-	expiry  ExpiryMode // in effect: ExpiryAuto resolved
+	opened  *memo[openedDocument] // by chain: documents loads opened
+	expiry  ExpiryMode            // in effect: ExpiryAuto resolved
 	tel     *telemetry
 	buffers sync.Pool // of *[encodeBufferSize]byte, lent to the middleware's change checks
 
