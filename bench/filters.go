@@ -69,6 +69,8 @@ func (r *filtersRun) run(ctx context.Context, out io.Writer) error {
 	if err := coll.Drop(ctx); err != nil {
 		return err
 	}
+	// Left behind, its TTL index would be visited every second by the server's TTL job.
+	defer coll.Drop(context.WithoutCancel(ctx))
 	store, err := lib.Open(ctx, coll, lib.Options{Expiry: "auto", Logger: r.logger}, db.RandomBytes(32)) // its indexes
 	if err != nil {
 		return err
