@@ -562,15 +562,70 @@ func (d *compactDecoder) list(depth int) []any {
 	return v
 }
 
-// copyValues returns a copy of values that a handler may change without
-// changing values, if values (non-nil) holds only what it copies cheaply:
-// keys and values of immutable kinds (see immutable), shared, and values
-// that are a []byte, []string, or []any of immutable kinds (flashes),
-// copied.
-func copyValues(values map[any]any) (map[any]any, bool) {
-	if values == nil || !copyable(values) {
-		return nil, false
+// copyable reports whether cloneValues copies values (non-nil), and about
+// how many bytes a copy holds: its keys and values are of immutable kinds
+// (see immutable), or a []byte, []string, or []any of immutable kinds
+// (flashes).
+func copyable(values map[any]any) (size int, ok bool) {
+	if values == nil {
+		return 0, false
 	}
+	size = 256
+	for k, v := range values {
+		if !immutable(k) {
+			return 0, false
+		}
+		size += 48 + valueSize(k)
+		switch e := v.(type) {
+		case []byte:
+			size += 24 + len(e)
+		case []string:
+			size += 24
+			for _, s := range e {
+				size += 16 + len(s)
+			}
+		case []any:
+			size += 24
+			for _, x := range e {
+				if !immutable(x) {
+					return 0, false
+				}
+				size += 16 + valueSize(x)
+			}
+		default:
+			if !immutable(v) {
+				return 0, false
+			}
+			size += valueSize(v)
+		}
+	}
+	return size, true
+}
+
+// immutable reports whether v is nil or of a kind no one can change
+// through an interface holding it: a string, bool, number or time.Time.
+func immutable(v any) bool {
+	switch v.(type) {
+	case nil, string, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64,
+		complex64, complex128, time.Time:
+		return true
+	}
+	return false
+}
+
+// valueSize is about the bytes an immutable value holds beyond its
+// interface.
+func valueSize(v any) int {
+	if s, ok := v.(string); ok {
+		return 16 + len(s)
+	}
+	return 24
+}
+
+// cloneValues returns a copy of copyable values that a handler may change
+// without changing values: the immutable keys and values shared, the
+// slices copied.
+func cloneValues(values map[any]any) map[any]any {
 	out := make(map[any]any, len(values))
 	for k, v := range values {
 		switch e := v.(type) {
@@ -583,37 +638,5 @@ func copyValues(values map[any]any) (map[any]any, bool) {
 		}
 		out[k] = v
 	}
-	return out, true
-}
-
-// copyable reports whether copyValues copies values.
-func copyable(values map[any]any) bool {
-	for k, v := range values {
-		switch e := v.(type) {
-		case []byte, []string:
-		case []any:
-			if slices.ContainsFunc(e, func(v any) bool { return !immutable(v) }) {
-				return false
-			}
-		default:
-			if !immutable(v) {
-				return false
-			}
-		}
-		if !immutable(k) {
-			return false
-		}
-	}
-	return true
-}
-
-// immutable reports whether v is nil or of a kind no one can change
-// through an interface holding it: a string, bool, number or time.Time.
-func immutable(v any) bool {
-	switch v.(type) {
-	case nil, string, bool, int, int8, int16, int32, int64, uint, uint8, uint16, uint32, uint64, float32, float64,
-		complex64, complex128, time.Time:
-		return true
-	}
-	return false
+	return out
 }

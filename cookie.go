@@ -150,6 +150,7 @@ func (c cookieCodec) token(name, value string) (cookieToken, error) {
 	if err != nil {
 		return cookieToken{}, err
 	}
+	value = strings.Clone(value) // not the request's whole header line, for the memo
 	t := newCookieToken(token, value)
 	if !current {
 		t.value = "" // to be signed anew with the current pair

@@ -42,37 +42,57 @@ func (s *Store) decode(encoded []byte) (map[any]any, error) {
 type openedDocument struct {
 	raw     []byte
 	d       document
-	encoded []byte      // its capacity its length: no append reaches raw
-	values  map[any]any // from its second load, if copyValues copies them; else nil: the codec decodes encoded
+	encoded []byte      // see forCodec
+	values  map[any]any // from its second load, if copyable; else nil: the codec decodes encoded
 }
 
 // openLoaded is open for a load of chain. A document the store opened in
 // the same bytes before (for the session's previous request) skips the
 // parse, the MAC and the decryption, and, from its third load, the codec
-// if copyValues copies its values: a session saved at every request pays
-// only the copy of its bytes.
-func (s *Store) openLoaded(raw bson.Raw, chain string) (d document, encoded []byte, values map[any]any, err error) {
+// if its values are copyable. A session saved at every request is never
+// found in the same bytes: it pays for a copy of them.
+func (s *Store) openLoaded(raw bson.Raw, chain string) (document, []byte, map[any]any, error) {
 	if len(raw) > maxRememberedDocument {
 		return s.open(raw)
 	}
 	o, ok := s.opened.get(chain)
 	if !ok || !bytes.Equal(o.raw, raw) {
-		raw = bytes.Clone(raw) // the memo keeps it
-		if d, encoded, values, err = s.open(raw); err == nil {
-			o = openedDocument{raw: raw, d: d, encoded: encoded[:len(encoded):len(encoded)]}
-			s.opened.put(chain, o, len(raw)+len(encoded)+256)
-		}
-		return d, encoded, values, err
+		return s.remember(raw, chain)
 	}
-	if values, ok = copyValues(o.values); ok {
-		return o.d, o.encoded, values, nil
+	if o.values != nil {
+		return o.d, o.encoded, cloneValues(o.values), nil
 	}
-	if values, err = s.decode(o.encoded); err == nil && o.values == nil {
-		if o.values, ok = copyValues(values); ok {
-			s.opened.put(chain, o, 2*len(o.encoded)+256)
-		}
+	values, err := s.decode(s.forCodec(o.encoded))
+	if size, ok := copyable(values); ok && err == nil {
+		o.values = cloneValues(values)
+		s.opened.put(chain, o, size)
 	}
 	return o.d, o.encoded, values, err
+}
+
+// remember opens raw, and keeps a copy of it in the memo, with what open
+// made of it.
+func (s *Store) remember(raw bson.Raw, chain string) (document, []byte, map[any]any, error) {
+	raw = bytes.Clone(raw)
+	d, encoded, values, err := s.open(raw)
+	if err != nil {
+		return d, encoded, values, err
+	}
+	o := openedDocument{raw: raw, d: d, encoded: s.forCodec(encoded)}
+	s.opened.put(chain, o, len(raw)+len(o.encoded)+256)
+	return d, o.encoded, values, nil
+}
+
+// forCodec returns encoded, an encoding the memo keeps, as the codec may
+// decode it: as it is (its capacity cut to its length, so that no append
+// reaches it) for the store's codecs, which copy what they decode; a copy
+// for another, whose values might alias it, and a handler change it.
+func (s *Store) forCodec(encoded []byte) []byte {
+	switch s.cfg.Codec.(type) {
+	case compactCodec, JSONCodec:
+		return encoded[:len(encoded):len(encoded)]
+	}
+	return bytes.Clone(encoded)
 }
 
 // unseal parses a stored document, checks its MAC and decrypts its data:

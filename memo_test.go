@@ -1,13 +1,17 @@
 package mongostore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"reflect"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 
 	"go.mongodb.org/mongo-driver/v2/bson"
 )
@@ -27,13 +31,16 @@ func TestMemoKeepsTwoGenerations(t *testing.T) {
 	}
 }
 
-func TestCopyValues(t *testing.T) {
+func TestCloneValues(t *testing.T) {
 	when := time.Date(2026, 11, 28, 3, 0, 0, 0, time.FixedZone("", 3600))
 	copied := map[any]any{"s": "x", "i": 7, "u": uint8(1), "f": 1.5, "b": true, "t": when, "nil": nil,
 		"bytes": []byte("ab"), "strings": []string{"a", "b"}, "_flash": []any{"hi", 2}, "none": []string(nil)}
-	got, ok := copyValues(copied)
-	if !ok || !reflect.DeepEqual(got, copied) {
-		t.Fatalf("copyValues = %v, %v; want a copy of %v", got, ok, copied)
+	if _, ok := copyable(copied); !ok {
+		t.Fatalf("copyable(%v) = false", copied)
+	}
+	got := cloneValues(copied)
+	if !reflect.DeepEqual(got, copied) {
+		t.Fatalf("cloneValues = %v; want a copy of %v", got, copied)
 	}
 	got["s"] = "changed"
 	got["bytes"].([]byte)[0] = 'z'
@@ -51,9 +58,13 @@ func TestCopyValues(t *testing.T) {
 		"a struct":       {"c": codecProfile{}},
 		"a struct key":   {codecProfile{}: 1},
 	} {
-		if got, ok := copyValues(values); ok {
-			t.Errorf("%s: copyValues = %v, true; want no copy (the codec decodes)", name, got)
+		if _, ok := copyable(values); ok {
+			t.Errorf("%s: copyable; want not (the codec decodes)", name)
 		}
+	}
+	// What a memo counts grows with the elements, whatever their encoding's size.
+	if size, _ := copyable(map[any]any{"e": make([]string, 1000), "n": make([]any, 1000)}); size < 32_000 {
+		t.Errorf("copyable counts %d bytes for 2,000 empty elements; want at least 32,000", size)
 	}
 }
 
@@ -144,6 +155,26 @@ func TestRememberedCookies(t *testing.T) {
 	}
 }
 
+// TestRememberedCookiesHoldNoHeader: the memo keeps a cookie value of its
+// own, not a slice of the request's header line, which may be far longer.
+func TestRememberedCookiesHoldNoHeader(t *testing.T) {
+	f := newFixture(t, Config{})
+	line := "pad=" + strings.Repeat("p", 4000) + "; " + testSessionName + "=" + signedCookie(t, f.store)
+	r := &http.Request{Header: http.Header{"Cookie": {line}}}
+	if tokens, err := f.store.cookies.tokens(r, testSessionName, nil); len(tokens) != 1 || err != nil {
+		t.Fatalf("tokens = %v, %v; want the session's", tokens, err)
+	}
+	from, to := uintptr(unsafe.Pointer(unsafe.StringData(line))), uintptr(unsafe.Pointer(unsafe.StringData(line)))+uintptr(len(line))
+	m := f.store.cookies.verified
+	for value, v := range m.cur {
+		for _, s := range []string{value, v.token.value, v.token.token} {
+			if p := uintptr(unsafe.Pointer(unsafe.StringData(s))); from <= p && p < to {
+				t.Fatalf("the memo holds %.20q…, a slice of the request's header line", s)
+			}
+		}
+	}
+}
+
 // BenchmarkOpenLoaded is a load's opening of its document: open alone (as
 // before the memo), remembered (the session's next request), and first
 // (a document the memo does not hold in these bytes, which it copies).
@@ -168,6 +199,38 @@ func BenchmarkOpenLoaded(b *testing.B) {
 				if err := open[name](i); err != nil {
 					b.Fatal(err)
 				}
+			}
+		})
+	}
+}
+
+// aliasingCodec decodes values that hold the data it was given, as a
+// codec of an application's may.
+type aliasingCodec struct{ compactCodec }
+
+func (aliasingCodec) Decode(data []byte) (map[any]any, error) {
+	return map[any]any{"data": data}, nil
+}
+
+// TestRememberedDocumentsOfAnotherCodec: a handler that changes what an
+// application's codec decoded, in the data that codec was given, changes
+// no later load's values, with values encrypted or not.
+func TestRememberedDocumentsOfAnotherCodec(t *testing.T) {
+	for name, keys := range map[string][][]byte{"signed": {testHashKey}, "encrypted": {testHashKey, testBlockKey}} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, Config{Codec: aliasingCodec{}}, keys...)
+			b, _ := saveNewSession(t, f, map[any]any{"uid": 7})
+			var first []byte
+			for i := range 3 {
+				s, err := loadSession(t, f, b)
+				data, _ := s.Values["data"].([]byte)
+				if err != nil || len(data) == 0 || first != nil && !bytes.Equal(data, first) {
+					t.Fatalf("load %d: values %v, %v; want the data of the first load, %v", i, s.Values, err, first)
+				}
+				if first == nil {
+					first = bytes.Clone(data)
+				}
+				data[len(data)-1] ^= 0xff // the handler's change, never saved
 			}
 		})
 	}
