@@ -36,16 +36,6 @@ func (s *Store) decode(encoded []byte) (map[any]any, error) {
 	return values, nil
 }
 
-// openedDocument is a document a load opened, kept in the store's memo:
-// its bytes, so that only the very same bytes are served from it, and
-// what open made of them.
-type openedDocument struct {
-	raw     []byte
-	d       document
-	encoded []byte      // see forCodec
-	values  map[any]any // from its second load, if copyable; else nil: the codec decodes encoded
-}
-
 // openLoaded is open for a load of chain. A document the store opened in
 // the same bytes before (for the session's previous request) skips the
 // parse, the MAC and the decryption, and, from its third load, the codec

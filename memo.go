@@ -18,7 +18,7 @@ type memo[V any] struct {
 // cookieMemoLimit and documentMemoLimit are the bytes a generation of the
 // store's memos holds, counted roughly: a few thousand sessions' cookies
 // or documents of a few hundred bytes. A store's memos hold at most twice
-// as much, 10 MiB. A document larger than maxRememberedDocument is not
+// as much, about 10 MiB. A document larger than maxRememberedDocument is not
 // remembered: it would push out dozens of others.
 const (
 	cookieMemoLimit       = 1 << 20
@@ -49,4 +49,14 @@ func (m *memo[V]) put(key string, v V, size int) {
 		m.old, m.cur, m.size = m.cur, map[string]V{}, size
 	}
 	m.cur[key] = v
+}
+
+// openedDocument is a document a load opened, kept in the store's memo:
+// its bytes, so that only the very same bytes are served from it, and
+// what open made of them.
+type openedDocument struct {
+	raw     []byte
+	d       document
+	encoded []byte      // see forCodec
+	values  map[any]any // from its second load, if copyable; else nil: the codec decodes encoded
 }
