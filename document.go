@@ -55,7 +55,7 @@ func (s *Store) openLoaded(raw bson.Raw, chain string) (document, []byte, map[an
 	values, err := s.decode(s.forCodec(o.encoded))
 	if size, ok := copyable(values); ok && err == nil {
 		o.values = cloneValues(values)
-		s.opened.put(chain, o, size)
+		s.opened.put(chain, o, len(o.raw)+len(o.encoded)+size) // the whole entry, as a generation may have begun since
 	}
 	return o.d, o.encoded, values, err
 }
